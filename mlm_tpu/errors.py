@@ -1,0 +1,15 @@
+"""The one exception type that means "the user gave us something we cannot use".
+
+Commands raise `UserError` with a message that names what is wrong and how to fix it; the
+command-line wrapper turns it into one line on stderr and a non-zero exit, never a traceback.
+"""
+
+
+class UserError(Exception):
+    """Bad input, bad flags or unreachable resources: a message for the user, not a bug."""
+
+
+def reason_of(error: BaseException) -> str:
+    """The first line of a library's exception message, to quote inside our own one-line error."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,1 @@
+"""Tokenizer training and inspection: `python -m mlm_tpu.tokenizer train|encode`."""

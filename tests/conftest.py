@@ -1,0 +1,37 @@
+"""Shared fixtures: the real WikiText text from ../shared, and running our commands for real."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WIKITEXT_VALID = REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
+
+
+@pytest.fixture(scope="session")
+def wikitext_path() -> Path:
+    if not WIKITEXT_VALID.is_file():
+        pytest.skip(f"real text not found: {WIKITEXT_VALID} (the project's ../shared folder is absent)")
+    return WIKITEXT_VALID
+
+
+def run_module(module: str, *args: str, env_overrides=None, stdin: str = "") -> subprocess.CompletedProcess:
+    """Run `python -m module args...` as a user would, offline, and capture what it prints."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT), **(env_overrides or {})}
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          input=stdin, env=env, cwd=REPO_ROOT, timeout=600)
+
+
+def assert_user_error(result: subprocess.CompletedProcess, *phrases: str) -> str:
+    """The command failed the way bad input must: exit 2, no traceback, one `error:` line naming it."""
+    assert result.returncode == 2, f"exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert "Traceback" not in result.stderr, result.stderr
+    error_lines: List[str] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, result.stderr
+    for phrase in phrases:
+        assert phrase in error_lines[0], f"{phrase!r} not in {error_lines[0]!r}"
+    return error_lines[0]

@@ -1,0 +1,141 @@
+"""`python -m mlm_tpu.tokenizer train` and `encode`, run as a user runs them, on real WikiText."""
+
+import json
+import os
+
+import pytest
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from conftest import assert_user_error, run_module
+
+SPECIAL_TOKEN_IDS = {"[CLS]": 0, "[SEP]": 1, "<unk>": 2, "<pad>": 3, "[MASK]": 4}
+
+
+def train(output_dir, *flags: str, **kwargs):
+    return run_module("mlm_tpu.tokenizer", "train", "--output-dir", str(output_dir), *flags, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, wikitext_path):
+    """One tokenizer trained on WikiText-2 validation, shared by the tests that only read it."""
+    output_dir = tmp_path_factory.mktemp("tokenizer") / "wikitext-unigram"
+    result = train(output_dir, "--text-files", str(wikitext_path), "--vocab-size", "2000")
+    assert result.returncode == 0, result.stderr
+    return output_dir, result
+
+
+def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(trained):
+    output_dir, _ = trained
+    assert sorted(os.listdir(output_dir)) == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
+                                              "tokenizer_training.json"]
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert isinstance(tokenizer, PreTrainedTokenizerFast) and tokenizer.is_fast
+    roles = (tokenizer.cls_token, tokenizer.sep_token, tokenizer.unk_token, tokenizer.pad_token, tokenizer.mask_token)
+    assert roles == ("[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]")
+    assert {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKEN_IDS} == SPECIAL_TOKEN_IDS
+    assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (3, 4)
+    assert len(tokenizer) == 2000 and tokenizer.model_max_length == 512
+
+
+def test_sequences_are_framed_by_cls_and_sep(trained):
+    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+    single = tokenizer("The game was released in Japan .")
+    assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 1
+    assert sorted(single) == ["attention_mask", "input_ids"]  # no token types: RoBERTa has none
+    pair = tokenizer("first part", "second part")["input_ids"]
+    assert pair[0] == 0 and pair.count(1) == 2 and pair[-1] == 1
+    first = tokenizer("first part", add_special_tokens=False)["input_ids"]
+    assert pair[1:len(first) + 1] == first
+
+
+def test_encode_then_decode_gives_back_the_text(trained, wikitext_path):
+    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+    lines = [line.strip() for line in wikitext_path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and "<unk>" not in line and "``" not in line and "''" not in line][:300]
+    assert len(lines) == 300
+    for line in lines:
+        ids = tokenizer(line)["input_ids"]
+        assert tokenizer.unk_token_id not in ids
+        assert tokenizer.decode(ids, skip_special_tokens=True) == " ".join(line.split())
+
+
+def test_normalizer_turns_latex_quotes_into_plain_ones(trained):
+    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+    ids = tokenizer("He said ``yes'' .")["input_ids"]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == 'He said "yes" .'
+
+
+def test_training_info_and_summary(trained, wikitext_path):
+    output_dir, result = trained
+    info = json.loads((output_dir / "tokenizer_training.json").read_text())
+    documents = sum(1 for line in wikitext_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert info["documents"] == documents
+    assert info["corpus"]["text_files"] == [str(wikitext_path)]
+    assert (info["vocab_size_requested"], info["vocab_size"]) == (2000, 2000)
+    assert {"tokenizers", "transformers", "mlm_tpu", "python"} <= set(info["versions"])
+    assert f"Trained on {documents:,} documents" in result.stderr and "vocabulary 2,000" in result.stderr
+
+
+def test_same_corpus_and_flags_give_a_byte_identical_tokenizer_json(trained, wikitext_path, tmp_path):
+    again = tmp_path / "again"
+    result = train(again, "--text-files", str(wikitext_path), "--vocab-size", "2000")
+    assert result.returncode == 0, result.stderr
+    assert (again / "tokenizer.json").read_bytes() == (trained[0] / "tokenizer.json").read_bytes()
+
+
+def test_encode_command_shows_tokens_ids_and_decoded_text(trained):
+    result = run_module("mlm_tpu.tokenizer", "encode", "--tokenizer", str(trained[0]), "--json",
+                        stdin="The song was a hit .\n\nIt sold well .\n")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["decoded"] for row in rows] == ["The song was a hit .", "It sold well ."]
+    assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 1 for row in rows)
+
+
+def test_overwrite_replaces_the_tokenizer_and_keeps_other_files(tmp_path):
+    output_dir = tmp_path / "tok"
+    output_dir.mkdir()
+    (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
+    refused = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500")
+    assert_user_error(refused, str(output_dir), "not empty", "--overwrite")
+    assert os.listdir(output_dir) == ["notes.txt"]
+    result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500", "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert (output_dir / "notes.txt").read_text() == "mine"
+    assert len(AutoTokenizer.from_pretrained(output_dir)) == 500
+    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+
+
+def test_bad_tokenizer_flags_fail_in_one_line(tmp_path):
+    corpus = ["--builtin-corpus", "pydoc-topics"]
+    assert_user_error(train(tmp_path / "a", *corpus, "--vocab-size", "5"), "--vocab-size 5", "at least 6")
+    assert_user_error(train(tmp_path / "b", *corpus, "--batch-size", "0"), "--batch-size")
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert_user_error(train(a_file, *corpus), "is a file")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_push_to_an_unreachable_hub_fails_clearly_after_saving_locally(tmp_path):
+    output_dir = tmp_path / "tok"
+    result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500",
+                   "--hub-model-id", "someone/tok")
+    assert_user_error(result, "someone/tok", str(output_dir), "huggingface-cli upload")
+    assert AutoTokenizer.from_pretrained(output_dir).mask_token == "[MASK]"
+
+
+def test_underscore_flag_spellings_of_the_reference_script_work(tmp_path):
+    result = run_module("mlm_tpu.tokenizer", "train", "--builtin_corpus", "pydoc-topics", "--vocab_size", "300",
+                        "--batch_size", "50", "--limit", "400", "--output_dir", str(tmp_path / "tok"))
+    assert result.returncode == 0, result.stderr
+    info = json.loads((tmp_path / "tok" / "tokenizer_training.json").read_text())
+    assert (info["documents"], info["vocab_size"]) == (400, 300)
+
+
+def test_help_lists_every_flag():
+    result = run_module("mlm_tpu.tokenizer", "train", "--help")
+    assert result.returncode == 0
+    for flag in ["--dataset", "--dataset-config", "--split", "--text-files", "--text-column", "--builtin-corpus",
+                 "--limit", "--vocab-size", "--batch-size", "--model-max-length", "--output-dir", "--overwrite",
+                 "--push-to-hub", "--hub-model-id"]:
+        assert flag in result.stdout, flag
