@@ -7,6 +7,7 @@ import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from conftest import assert_user_error, run_module
+from fake_hub import FakeHub
 
 SPECIAL_TOKEN_IDS = {"[CLS]": 0, "[SEP]": 1, "<unk>": 2, "<pad>": 3, "[MASK]": 4}
 
@@ -139,3 +140,18 @@ def test_help_lists_every_flag():
                  "--limit", "--vocab-size", "--batch-size", "--model-max-length", "--output-dir", "--overwrite",
                  "--push-to-hub", "--hub-model-id"]:
         assert flag in result.stdout, flag
+
+
+def test_push_to_hub_uploads_every_saved_file(tmp_path):
+    output_dir = tmp_path / "tok"
+    with FakeHub(tmp_path / "hub") as hub:
+        result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500", "--push-to-hub",
+                       "--hub-model-id", "someone/pydoc-unigram",
+                       env_overrides={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_test"})
+    assert result.returncode == 0, result.stderr
+    assert [commit["repo_id"] for commit in hub.commits] == ["someone/pydoc-unigram"]
+    pushed = hub.repos["someone/pydoc-unigram"]
+    assert sorted(os.listdir(pushed)) == sorted(os.listdir(output_dir))
+    for name in os.listdir(output_dir):
+        assert (pushed / name).read_bytes() == (output_dir / name).read_bytes()
+    assert f"Pushed to the Hub: {hub.endpoint}/someone/pydoc-unigram/commit/" in result.stderr
