@@ -9,6 +9,7 @@ dataset while offline) raises `UserError` with one line that says what to do.
 import argparse
 import csv
 import glob
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -278,10 +279,13 @@ class Corpus:
         if self.documents_read == 0:
             raise UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
 
-    def batches(self, batch_size: int) -> Iterator[List[str]]:
-        """Documents in lists of `batch_size` (the last one shorter)."""
+    def batches(self, batch_size: int, skip: int = 0) -> Iterator[List[str]]:
+        """Documents in lists of `batch_size` (the last one shorter), after the first `skip` ones.
+
+        Skipped documents are read but not returned: a resumed job passes what it has done.
+        """
         batch: List[str] = []
-        for document in self.documents():
+        for document in itertools.islice(self.documents(), skip, None):
             batch.append(document)
             if len(batch) == batch_size:
                 yield batch

@@ -1,0 +1,1 @@
+"""Turning a corpus into count-named TFRecord shards: tokenize, pack, serialize, store."""

@@ -1,0 +1,165 @@
+"""Where a split's shards are stored: a local folder or a gs:// prefix, with the same few verbs.
+
+Both make a file appear under its final name only when complete (local: write a hidden temp
+file, then rename; GCS: an upload is atomic), so a crash never leaves a half-written shard
+under a shard's name. GCS goes through google-cloud-storage (which honours
+`STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
+"""
+
+import base64
+import os
+import tempfile
+from typing import List, Optional
+
+import google_crc32c
+
+from mlm_tpu.errors import UserError, reason_of
+
+
+def crc32c_base64(data: bytes) -> str:
+    """The checksum GCS keeps for every object (base64 of the big-endian crc32c)."""
+    return base64.b64encode(google_crc32c.Checksum(data).digest()).decode()
+
+
+class LocalStorage:
+    """A split's folder on this machine."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        existing = os.path.abspath(folder)
+        while not os.path.exists(existing):  # the folder is made at the first write, not before
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing) or not os.access(existing, os.W_OK):
+            raise UserError(f"cannot write output folder '{folder}': '{existing}' is "
+                            f"{'not a folder' if not os.path.isdir(existing) else 'not writable'}")
+
+    def location(self, name: str = "") -> str:
+        return os.path.join(self.folder, name)
+
+    def list_names(self) -> List[str]:
+        return sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
+
+    def write(self, name: str, data: bytes) -> None:
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create output folder '{self.folder}': {error.strerror or error}") from None
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
+        try:
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(data)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, self.location(name))
+        except OSError as error:
+            raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+
+    def read(self, name: str) -> Optional[bytes]:
+        try:
+            with open(self.location(name), "rb") as stream:
+                return stream.read()
+        except FileNotFoundError:
+            return None
+
+    def crc32c(self, name: str) -> Optional[str]:
+        data = self.read(name)
+        return None if data is None else crc32c_base64(data)
+
+    def delete(self, name: str) -> None:
+        if os.path.exists(self.location(name)):
+            os.remove(self.location(name))
+
+
+class GcsStorage:
+    """A split's prefix in a Google Cloud Storage bucket."""
+
+    def __init__(self, url: str, retry_seconds: float):
+        from google.api_core import exceptions
+        from google.cloud import storage
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        self._exceptions = exceptions
+        bucket_name, _, prefix = url[len("gs://"):].partition("/")
+        if not bucket_name:
+            raise UserError(f"'{url}' names no bucket; write gs://BUCKET/PATH")
+        self.url = url.rstrip("/")
+        self.prefix = prefix.strip("/")
+        self.retry = DEFAULT_RETRY.with_timeout(retry_seconds)
+        self.timeout = max(1.0, min(60.0, retry_seconds))
+        self.client = self._call(f"connect to Google Cloud Storage for {url}", self._make_client, storage)
+        self.bucket = self.client.bucket(bucket_name)
+        if not self._call(f"find bucket gs://{bucket_name}", self.bucket.exists, retry=self.retry, timeout=self.timeout):
+            raise UserError(f"bucket gs://{bucket_name} does not exist; create it "
+                            f"(`gcloud storage buckets create gs://{bucket_name}`) or fix --output-dir")
+
+    @staticmethod
+    def _make_client(storage):
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            from google.auth.credentials import AnonymousCredentials
+
+            return storage.Client(project="emulator", credentials=AnonymousCredentials())
+        return storage.Client()
+
+    def _call(self, what: str, function, *args, **kwargs):
+        """Run one storage call; turn whatever fails (after retries) into one clear line."""
+        import google.auth.exceptions
+        import requests
+
+        try:
+            return function(*args, **kwargs)
+        except self._exceptions.NotFound:
+            raise
+        except self._exceptions.Forbidden as error:
+            raise UserError(f"cannot {what}: permission denied ({reason_of(error)}); check the account's "
+                            "roles on the bucket") from None
+        except google.auth.exceptions.DefaultCredentialsError:
+            raise UserError(f"cannot {what}: no Google Cloud credentials; run "
+                            "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+        except (self._exceptions.GoogleAPIError, requests.exceptions.RequestException, OSError) as error:
+            raise UserError(f"cannot {what}: storage unreachable or failing after retries ({reason_of(error)})") from None
+
+    def location(self, name: str = "") -> str:
+        return f"{self.url}/{name}"
+
+    def _object(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def list_names(self) -> List[str]:
+        start = len(self.prefix) + 1 if self.prefix else 0
+        blobs = self._call(f"list {self.url}", lambda: list(self.client.list_blobs(
+            self.bucket, prefix=f"{self.prefix}/" if self.prefix else None, retry=self.retry, timeout=self.timeout)))
+        return sorted(blob.name[start:] for blob in blobs if "/" not in blob.name[start:])
+
+    def write(self, name: str, data: bytes) -> None:
+        blob = self.bucket.blob(self._object(name))
+        self._call(f"upload {self.location(name)}", blob.upload_from_string, data,
+                   content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+
+    def read(self, name: str) -> Optional[bytes]:
+        blob = self.bucket.blob(self._object(name))
+        try:
+            return self._call(f"read {self.location(name)}", blob.download_as_bytes, retry=self.retry,
+                              timeout=self.timeout)
+        except self._exceptions.NotFound:
+            return None
+
+    def crc32c(self, name: str) -> Optional[str]:
+        blob = self._call(f"look up {self.location(name)}", self.bucket.get_blob, self._object(name),
+                          retry=self.retry, timeout=self.timeout)
+        return None if blob is None else blob.crc32c
+
+    def delete(self, name: str) -> None:
+        try:
+            self._call(f"delete {self.location(name)}", self.bucket.delete_blob, self._object(name),
+                       retry=self.retry, timeout=self.timeout)
+        except self._exceptions.NotFound:
+            pass
+
+
+def open_split_storage(output_dir: str, split: str, retry_seconds: float):
+    """The storage for `<output_dir>/<split>/`, local or gs://."""
+    if output_dir.startswith("gs://"):
+        return GcsStorage(f"{output_dir.rstrip('/')}/{split}", retry_seconds)
+    return LocalStorage(os.path.join(output_dir, split))

@@ -1,0 +1,174 @@
+"""Count-named shards, the manifest, and picking up an interrupted job where it stopped.
+
+A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>` the exact number of records,
+as the reference's `-\\d+-(\\d+)\\.tfrecord` regex expects) and a `manifest.json` written last,
+so a split with a manifest is complete. While a job runs, a small hidden progress file lists
+the shards written so far and where in the corpus each one ended; a re-run with the same
+settings verifies those shards, keeps them, and restarts the corpus from there.
+"""
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.sharding.storage import crc32c_base64
+from mlm_tpu.sharding.tfrecord import frame_records, serialize_examples
+
+MANIFEST = "manifest.json"
+SHARD_SUFFIX = ".tfrecord"
+SHARD_COUNT = re.compile(r"-\d+-(\d+)\.tfrecord$")  # the reference training script's regex
+
+
+def shard_name(prefix: str, index: int, count: int) -> str:
+    return f"{prefix}-{index:05d}-{count}{SHARD_SUFFIX}"
+
+
+def progress_name(prefix: str) -> str:
+    return f".{prefix}-progress.json"
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One written shard; `documents`/`tokens` say where the corpus stood before the batch that completed it."""
+
+    name: str
+    count: int
+    bytes: int
+    crc32c: str
+    documents: int
+    tokens: int
+
+    def public(self) -> Dict[str, object]:
+        return {"name": self.name, "count": self.count, "bytes": self.bytes, "crc32c": self.crc32c}
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a job (re)starts: documents to skip, tokens they held, shards already done."""
+
+    documents: int = 0
+    tokens: int = 0
+    shards: tuple = ()
+    complete: bool = False
+
+
+def _encode_json(payload: dict) -> bytes:
+    return (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()
+
+
+class ShardWriter:
+    """Collects fixed-length chunks into shards of `shard_size` records and stores them."""
+
+    def __init__(self, storage, prefix: str, shard_size: int, max_length: int, settings: Dict[str, object]):
+        self.storage = storage
+        self.prefix = prefix
+        self.shard_size = shard_size
+        self.max_length = max_length
+        self.settings = settings
+        self.shards: List[ShardInfo] = []
+        self.manifest: Optional[dict] = None  # set once the split is complete
+        self._pending: List[np.ndarray] = []
+        self._pending_rows = 0
+
+    # Starting: fresh, resumed, or already complete.
+    def resume_point(self, overwrite: bool) -> ResumePoint:
+        names = self.storage.list_names()
+        ours = [n for n in names if n.endswith(SHARD_SUFFIX) or n in (MANIFEST, progress_name(self.prefix))
+                or (n.startswith(".") and n.endswith(".partial"))]
+        if overwrite:
+            for name in ours:
+                self.storage.delete(name)
+            return ResumePoint()
+        if MANIFEST in names:
+            return self._check_complete(json.loads(self.storage.read(MANIFEST)))
+        if progress_name(self.prefix) in names:
+            return self._resume(json.loads(self.storage.read(progress_name(self.prefix))), ours)
+        if ours:
+            raise UserError(f"{self.storage.location()} already holds shards that this job did not start "
+                            f"({ours[0]}, ...); pass --overwrite to replace them, or choose another --output-dir")
+        return ResumePoint()
+
+    def _refuse_other_settings(self, recorded: Dict[str, object], what: str) -> None:
+        differing = sorted(key for key in self.settings if recorded.get(key) != self.settings[key])
+        if differing:
+            raise UserError(f"{self.storage.location()} holds {what} made with other settings "
+                            f"({', '.join(differing)} differ); pass --overwrite to replace them, or choose "
+                            "another --output-dir")
+
+    def _verified(self, shards: List[ShardInfo]) -> List[ShardInfo]:
+        """The longest run of leading shards whose stored checksum matches the recorded one."""
+        good = []
+        for shard in shards:
+            if self.storage.crc32c(shard.name) != shard.crc32c:
+                break
+            good.append(shard)
+        return good
+
+    def _check_complete(self, manifest: dict) -> ResumePoint:
+        self._refuse_other_settings(manifest.get("settings", {}), "a finished split")
+        listed = [ShardInfo(documents=0, tokens=0, **entry) for entry in manifest["shards"]]
+        if len(self._verified(listed)) != len(listed):
+            raise UserError(f"{self.storage.location()} has a manifest but some of its shards are missing or "
+                            "corrupt; pass --overwrite to make the split again")
+        self.shards, self.manifest = listed, manifest
+        return ResumePoint(complete=True)
+
+    def _resume(self, progress: dict, ours: List[str]) -> ResumePoint:
+        self._refuse_other_settings(progress.get("settings", {}), "an unfinished job")
+        self.shards = self._verified([ShardInfo(**entry) for entry in progress["shards"]])
+        kept = {shard.name for shard in self.shards}
+        for name in ours:  # shards past the last verified one, and half-written temp files
+            if name not in kept and name != progress_name(self.prefix):
+                self.storage.delete(name)
+        if not self.shards:
+            return ResumePoint()
+        last = self.shards[-1]
+        return ResumePoint(documents=last.documents, tokens=last.tokens, shards=tuple(self.shards))
+
+    # Writing.
+    def add(self, chunks: np.ndarray, documents_before_batch: int, tokens_before_batch: int) -> None:
+        """Queue chunks; write every full shard now possible."""
+        if len(chunks):
+            self._pending.append(chunks)
+            self._pending_rows += len(chunks)
+        while self._pending_rows >= self.shard_size:
+            rows = np.concatenate(self._pending)
+            self._write(rows[:self.shard_size], documents_before_batch, tokens_before_batch)
+            rest = rows[self.shard_size:]
+            self._pending, self._pending_rows = ([rest] if len(rest) else []), len(rest)
+
+    def _write(self, rows: np.ndarray, documents: int, tokens: int) -> None:
+        records = serialize_examples({"input_ids": rows, "attention_mask": np.ones_like(rows)})
+        data = frame_records(records)
+        name = shard_name(self.prefix, len(self.shards), len(rows))
+        self.storage.write(name, data)
+        self.shards.append(ShardInfo(name, len(rows), len(data), crc32c_base64(data), documents, tokens))
+        self.storage.write(progress_name(self.prefix), _encode_json(
+            {"settings": self.settings, "shards": [asdict(shard) for shard in self.shards]}))
+
+    def finish(self, totals: Dict[str, int]) -> dict:
+        """Write the last, shorter shard and then the manifest; return the manifest."""
+        if self._pending_rows:
+            self._write(np.concatenate(self._pending), totals["documents"], totals["corpus_tokens"])
+            self._pending, self._pending_rows = [], 0
+        records = sum(shard.count for shard in self.shards)
+        if not records:
+            raise UserError(f"the corpus gave {totals['corpus_tokens']:,} tokens, fewer than one example of "
+                            f"--max-length {self.max_length}: nothing was written; use more text or a "
+                            "smaller --max-length")
+        manifest = {
+            "settings": self.settings,
+            "features": {"input_ids": "int64", "attention_mask": "int64"},
+            **totals,
+            "records": records,
+            "tokens": records * self.max_length,
+            "shards": [shard.public() for shard in self.shards],
+        }
+        self.storage.write(MANIFEST, _encode_json(manifest))
+        self.storage.delete(progress_name(self.prefix))
+        self.manifest = manifest
+        return manifest
