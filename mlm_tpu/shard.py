@@ -74,14 +74,14 @@ def shard(args: argparse.Namespace) -> dict:
               "nothing to do. Pass --overwrite to make it again.", file=sys.stderr)
         return writer.manifest
     if start.shards:
-        print(f"Resuming: {len(start.shards)} shards already written and verified; re-reading the corpus "
+        print(f"Resuming: {start.shards} shards already written and verified; re-reading the corpus "
               f"from document {start.documents:,}", file=sys.stderr)
     print(f"Sharding {corpus.name()} into {args.max_length}-token examples, {args.shard_size} per shard, "
           f"-> {storage.location()}", file=sys.stderr)
     started = time.perf_counter()
     packer = ChunkPacker(args.max_length)
     documents, tokens = start.documents, start.tokens
-    skip_tokens = len(start.shards) * args.shard_size * args.max_length - start.tokens
+    skip_tokens = start.shards * args.shard_size * args.max_length - start.tokens
     with tqdm(desc="sharding", unit=" docs", total=args.limit, initial=documents, file=sys.stderr) as bar:
         for batch in corpus.batches(args.batch_size, skip=start.documents):
             ids = encoder.encode(batch)

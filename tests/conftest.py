@@ -35,3 +35,13 @@ def assert_user_error(result: subprocess.CompletedProcess, *phrases: str) -> str
     for phrase in phrases:
         assert phrase in error_lines[0], f"{phrase!r} not in {error_lines[0]!r}"
     return error_lines[0]
+
+
+@pytest.fixture(scope="session")
+def wikitext_tokenizer(tmp_path_factory, wikitext_path):
+    """A 2,000-piece tokenizer trained on WikiText-2 validation by the real command; (folder, run)."""
+    output_dir = tmp_path_factory.mktemp("tokenizer") / "wikitext-unigram"
+    result = run_module("mlm_tpu.tokenizer", "train", "--text-files", str(wikitext_path), "--vocab-size", "2000",
+                        "--output-dir", str(output_dir))
+    assert result.returncode == 0, result.stderr
+    return output_dir, result

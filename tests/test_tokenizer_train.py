@@ -16,17 +16,8 @@ def train(output_dir, *flags: str, **kwargs):
     return run_module("mlm_tpu.tokenizer", "train", "--output-dir", str(output_dir), *flags, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, wikitext_path):
-    """One tokenizer trained on WikiText-2 validation, shared by the tests that only read it."""
-    output_dir = tmp_path_factory.mktemp("tokenizer") / "wikitext-unigram"
-    result = train(output_dir, "--text-files", str(wikitext_path), "--vocab-size", "2000")
-    assert result.returncode == 0, result.stderr
-    return output_dir, result
-
-
-def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(trained):
-    output_dir, _ = trained
+def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(wikitext_tokenizer):
+    output_dir, _ = wikitext_tokenizer
     assert sorted(os.listdir(output_dir)) == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
                                               "tokenizer_training.json"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
@@ -38,8 +29,8 @@ def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(tra
     assert len(tokenizer) == 2000 and tokenizer.model_max_length == 512
 
 
-def test_sequences_are_framed_by_cls_and_sep(trained):
-    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+def test_sequences_are_framed_by_cls_and_sep(wikitext_tokenizer):
+    tokenizer = AutoTokenizer.from_pretrained(wikitext_tokenizer[0])
     single = tokenizer("The game was released in Japan .")
     assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 1
     assert sorted(single) == ["attention_mask", "input_ids"]  # no token types: RoBERTa has none
@@ -49,8 +40,8 @@ def test_sequences_are_framed_by_cls_and_sep(trained):
     assert pair[1:len(first) + 1] == first
 
 
-def test_encode_then_decode_gives_back_the_text(trained, wikitext_path):
-    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+def test_encode_then_decode_gives_back_the_text(wikitext_tokenizer, wikitext_path):
+    tokenizer = AutoTokenizer.from_pretrained(wikitext_tokenizer[0])
     lines = [line.strip() for line in wikitext_path.read_text(encoding="utf-8").splitlines()
              if line.strip() and "<unk>" not in line and "``" not in line and "''" not in line][:300]
     assert len(lines) == 300
@@ -60,14 +51,14 @@ def test_encode_then_decode_gives_back_the_text(trained, wikitext_path):
         assert tokenizer.decode(ids, skip_special_tokens=True) == " ".join(line.split())
 
 
-def test_normalizer_turns_latex_quotes_into_plain_ones(trained):
-    tokenizer = AutoTokenizer.from_pretrained(trained[0])
+def test_normalizer_turns_latex_quotes_into_plain_ones(wikitext_tokenizer):
+    tokenizer = AutoTokenizer.from_pretrained(wikitext_tokenizer[0])
     ids = tokenizer("He said ``yes'' .")["input_ids"]
     assert tokenizer.decode(ids, skip_special_tokens=True) == 'He said "yes" .'
 
 
-def test_training_info_and_summary(trained, wikitext_path):
-    output_dir, result = trained
+def test_training_info_and_summary(wikitext_tokenizer, wikitext_path):
+    output_dir, result = wikitext_tokenizer
     info = json.loads((output_dir / "tokenizer_training.json").read_text())
     documents = sum(1 for line in wikitext_path.read_text(encoding="utf-8").splitlines() if line.strip())
     assert info["documents"] == documents
@@ -77,15 +68,15 @@ def test_training_info_and_summary(trained, wikitext_path):
     assert f"Trained on {documents:,} documents" in result.stderr and "vocabulary 2,000" in result.stderr
 
 
-def test_same_corpus_and_flags_give_a_byte_identical_tokenizer_json(trained, wikitext_path, tmp_path):
+def test_same_corpus_and_flags_give_a_byte_identical_tokenizer_json(wikitext_tokenizer, wikitext_path, tmp_path):
     again = tmp_path / "again"
     result = train(again, "--text-files", str(wikitext_path), "--vocab-size", "2000")
     assert result.returncode == 0, result.stderr
-    assert (again / "tokenizer.json").read_bytes() == (trained[0] / "tokenizer.json").read_bytes()
+    assert (again / "tokenizer.json").read_bytes() == (wikitext_tokenizer[0] / "tokenizer.json").read_bytes()
 
 
-def test_encode_command_shows_tokens_ids_and_decoded_text(trained):
-    result = run_module("mlm_tpu.tokenizer", "encode", "--tokenizer", str(trained[0]), "--json",
+def test_encode_command_shows_tokens_ids_and_decoded_text(wikitext_tokenizer):
+    result = run_module("mlm_tpu.tokenizer", "encode", "--tokenizer", str(wikitext_tokenizer[0]), "--json",
                         stdin="The song was a hit .\n\nIt sold well .\n")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]

@@ -2,9 +2,9 @@
 
 A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>` the exact number of records,
 as the reference's `-\\d+-(\\d+)\\.tfrecord` regex expects) and a `manifest.json` written last,
-so a split with a manifest is complete. While a job runs, a small hidden progress file lists
-the shards written so far and where in the corpus each one ended; a re-run with the same
-settings verifies those shards, keeps them, and restarts the corpus from there.
+so a split with a manifest is complete. While a job runs, a small hidden progress file says
+how many full shards are written and where the corpus stood when the last one was; a re-run
+with the same settings re-reads and checks those shards, keeps them, and restarts from there.
 """
 
 import json
@@ -16,7 +16,7 @@ import numpy as np
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.sharding.storage import crc32c_base64
-from mlm_tpu.sharding.tfrecord import frame_records, serialize_examples
+from mlm_tpu.sharding.tfrecord import frame_records, iter_records, serialize_examples
 
 MANIFEST = "manifest.json"
 SHARD_SUFFIX = ".tfrecord"
@@ -33,26 +33,21 @@ def progress_name(prefix: str) -> str:
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """One written shard; `documents`/`tokens` say where the corpus stood before the batch that completed it."""
+    """One written shard, as the manifest lists it."""
 
     name: str
     count: int
     bytes: int
     crc32c: str
-    documents: int
-    tokens: int
-
-    def public(self) -> Dict[str, object]:
-        return {"name": self.name, "count": self.count, "bytes": self.bytes, "crc32c": self.crc32c}
 
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """Where a job (re)starts: documents to skip, tokens they held, shards already done."""
+    """Where a job (re)starts: documents to skip, the tokens they held, full shards already kept."""
 
     documents: int = 0
     tokens: int = 0
-    shards: tuple = ()
+    shards: int = 0
     complete: bool = False
 
 
@@ -99,19 +94,22 @@ class ShardWriter:
                             f"({', '.join(differing)} differ); pass --overwrite to replace them, or choose "
                             "another --output-dir")
 
-    def _verified(self, shards: List[ShardInfo]) -> List[ShardInfo]:
-        """The longest run of leading shards whose stored checksum matches the recorded one."""
-        good = []
-        for shard in shards:
-            if self.storage.crc32c(shard.name) != shard.crc32c:
-                break
-            good.append(shard)
-        return good
+    def _verify(self, name: str, count: int) -> Optional[ShardInfo]:
+        """The shard's manifest entry if it is stored whole with `count` records, else None."""
+        data = self.storage.read(name)
+        if data is None:
+            return None
+        try:
+            if sum(1 for _ in iter_records(data, name)) != count:
+                return None
+        except UserError:  # truncated or corrupt
+            return None
+        return ShardInfo(name, count, len(data), crc32c_base64(data))
 
     def _check_complete(self, manifest: dict) -> ResumePoint:
         self._refuse_other_settings(manifest.get("settings", {}), "a finished split")
-        listed = [ShardInfo(documents=0, tokens=0, **entry) for entry in manifest["shards"]]
-        if len(self._verified(listed)) != len(listed):
+        listed = [self._verify(entry["name"], entry["count"]) for entry in manifest["shards"]]
+        if [asdict(shard) if shard else None for shard in listed] != manifest["shards"]:
             raise UserError(f"{self.storage.location()} has a manifest but some of its shards are missing or "
                             "corrupt; pass --overwrite to make the split again")
         self.shards, self.manifest = listed, manifest
@@ -119,41 +117,45 @@ class ShardWriter:
 
     def _resume(self, progress: dict, ours: List[str]) -> ResumePoint:
         self._refuse_other_settings(progress.get("settings", {}), "an unfinished job")
-        self.shards = self._verified([ShardInfo(**entry) for entry in progress["shards"]])
-        kept = {shard.name for shard in self.shards}
-        for name in ours:  # shards past the last verified one, and half-written temp files
-            if name not in kept and name != progress_name(self.prefix):
-                self.storage.delete(name)
-        if not self.shards:
-            return ResumePoint()
-        last = self.shards[-1]
-        return ResumePoint(documents=last.documents, tokens=last.tokens, shards=tuple(self.shards))
+        kept = [self._verify(shard_name(self.prefix, index, self.shard_size), self.shard_size)
+                for index in range(progress["shards"])]
+        if None in kept:  # a shard the progress file counts is gone or damaged: start the split over
+            kept, progress = [], {"documents": 0, "tokens": 0}
+        self.shards = kept
+        for name in set(ours) - {shard.name for shard in kept} - {progress_name(self.prefix)}:
+            self.storage.delete(name)  # shards past the last recorded one, half-written temp files
+        return ResumePoint(documents=progress["documents"], tokens=progress["tokens"], shards=len(kept))
 
     # Writing.
     def add(self, chunks: np.ndarray, documents_before_batch: int, tokens_before_batch: int) -> None:
-        """Queue chunks; write every full shard now possible."""
+        """Queue chunks; write every full shard now possible.
+
+        The position before the batch that brought the chunks is what a re-run restarts from:
+        the corpus is re-read from there and the tokens already in shards are skipped.
+        """
         if len(chunks):
             self._pending.append(chunks)
             self._pending_rows += len(chunks)
         while self._pending_rows >= self.shard_size:
             rows = np.concatenate(self._pending)
-            self._write(rows[:self.shard_size], documents_before_batch, tokens_before_batch)
+            self._write(rows[:self.shard_size])
+            self.storage.write(progress_name(self.prefix), _encode_json(
+                {"settings": self.settings, "shards": len(self.shards), "documents": documents_before_batch,
+                 "tokens": tokens_before_batch}))
             rest = rows[self.shard_size:]
             self._pending, self._pending_rows = ([rest] if len(rest) else []), len(rest)
 
-    def _write(self, rows: np.ndarray, documents: int, tokens: int) -> None:
+    def _write(self, rows: np.ndarray) -> None:
         records = serialize_examples({"input_ids": rows, "attention_mask": np.ones_like(rows)})
         data = frame_records(records)
         name = shard_name(self.prefix, len(self.shards), len(rows))
         self.storage.write(name, data)
-        self.shards.append(ShardInfo(name, len(rows), len(data), crc32c_base64(data), documents, tokens))
-        self.storage.write(progress_name(self.prefix), _encode_json(
-            {"settings": self.settings, "shards": [asdict(shard) for shard in self.shards]}))
+        self.shards.append(ShardInfo(name, len(rows), len(data), crc32c_base64(data)))
 
     def finish(self, totals: Dict[str, int]) -> dict:
         """Write the last, shorter shard and then the manifest; return the manifest."""
         if self._pending_rows:
-            self._write(np.concatenate(self._pending), totals["documents"], totals["corpus_tokens"])
+            self._write(np.concatenate(self._pending))
             self._pending, self._pending_rows = [], 0
         records = sum(shard.count for shard in self.shards)
         if not records:
@@ -166,7 +168,7 @@ class ShardWriter:
             **totals,
             "records": records,
             "tokens": records * self.max_length,
-            "shards": [shard.public() for shard in self.shards],
+            "shards": [asdict(shard) for shard in self.shards],
         }
         self.storage.write(MANIFEST, _encode_json(manifest))
         self.storage.delete(progress_name(self.prefix))

@@ -1,0 +1,209 @@
+"""`python -m mlm_tpu.shard` to a local folder: contents, names, manifest, determinism, restarts, bad input."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from conftest import REPO_ROOT, assert_user_error, run_module
+from mlm_tpu.sharding.storage import crc32c_base64
+
+REFERENCE_COUNT_REGEX = r"-\d+-(\d+)\.tfrecord"  # what the reference training script sums
+
+
+def shard(tokenizer_dir, output_dir, *flags, **kwargs):
+    return run_module("mlm_tpu.shard", "--tokenizer", str(tokenizer_dir), "--output-dir", str(output_dir), *flags,
+                      **kwargs)
+
+
+def all_files(folder):
+    """Every file under `folder` (hidden ones too), relative path -> bytes."""
+    return {os.path.relpath(os.path.join(root, name), folder): open(os.path.join(root, name), "rb").read()
+            for root, _, names in os.walk(folder) for name in names}
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory, wikitext_tokenizer, wikitext_path):
+    output_dir = tmp_path_factory.mktemp("shards") / "wikitext"
+    result = shard(wikitext_tokenizer[0], output_dir, "--text-files", str(wikitext_path), "--max-length", "128",
+                   "--shard-size", "100")
+    assert result.returncode == 0, result.stderr
+    return output_dir, result
+
+
+def expected_token_stream(tokenizer_dir, wikitext_path):
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    documents = [line.strip() for line in wikitext_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return documents, np.concatenate(tokenizer(documents)["input_ids"])
+
+
+def test_records_decode_with_the_reference_schema_and_hold_the_whole_token_stream(
+        sharded, wikitext_tokenizer, wikitext_path):
+    import tensorflow as tf
+
+    split_dir = sharded[0] / "train"
+    files = sorted(tf.io.gfile.glob(str(split_dir / "*.tfrecord")))
+    counted = sum(int(re.search(REFERENCE_COUNT_REGEX, name).group(1)) for name in files)
+    schema = {"input_ids": tf.io.FixedLenFeature([128], tf.int64),
+              "attention_mask": tf.io.FixedLenFeature([128], tf.int64)}
+    records = list(tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, schema))
+                   .as_numpy_iterator())
+    assert counted == len(records) > 100
+
+    documents, stream = expected_token_stream(wikitext_tokenizer[0], wikitext_path)
+    assert len(records) == len(stream) // 128  # only the final remainder is dropped
+    expected = stream[:len(records) * 128].reshape(-1, 128)
+    assert np.array_equal(np.stack([r["input_ids"] for r in records]), expected)
+    assert all((r["attention_mask"] == 1).all() for r in records)
+    assert (stream == 0).sum() == len(documents)  # every document kept its [CLS]
+
+
+def test_names_counts_and_manifest(sharded, wikitext_tokenizer, wikitext_path):
+    output_dir, result = sharded
+    split_dir = output_dir / "train"
+    manifest = json.loads((split_dir / "manifest.json").read_text())
+    documents, stream = expected_token_stream(wikitext_tokenizer[0], wikitext_path)
+    names = sorted(n for n in os.listdir(split_dir) if n.endswith(".tfrecord"))
+    assert sorted(os.listdir(split_dir)) == sorted(names + ["manifest.json"])  # no progress or temp file left
+    assert [entry["name"] for entry in manifest["shards"]] == names
+    assert names[0] == "dataset-00000-100.tfrecord" and all(e["count"] == 100 for e in manifest["shards"][:-1])
+    for entry in manifest["shards"]:
+        data = (split_dir / entry["name"]).read_bytes()
+        assert entry["bytes"] == len(data) and entry["crc32c"] == crc32c_base64(data)
+        assert entry["name"].endswith(f"-{entry['count']}.tfrecord")
+    assert manifest["records"] == sum(e["count"] for e in manifest["shards"]) == len(stream) // 128
+    assert manifest["tokens"] == manifest["records"] * 128
+    assert (manifest["documents"], manifest["corpus_tokens"]) == (len(documents), len(stream))
+    assert manifest["dropped_tokens"] == len(stream) % 128
+    assert manifest["settings"]["max_length"] == 128 and manifest["settings"]["split"] == "train"
+    assert len(manifest["settings"]["tokenizer_fingerprint"]) == 16
+    assert f"{manifest['dropped_tokens']:,} dropped at the end" in result.stderr
+    assert f"in {len(names)} shards" in result.stderr
+
+
+def test_same_input_and_flags_give_byte_identical_shards(sharded, wikitext_tokenizer, wikitext_path, tmp_path):
+    result = shard(wikitext_tokenizer[0], tmp_path / "again", "--text-files", str(wikitext_path),
+                   "--max-length", "128", "--shard-size", "100", "--num-workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert all_files(tmp_path / "again") == all_files(sharded[0])
+
+
+def test_a_finished_split_is_kept_other_settings_are_refused_and_overwrite_replaces(
+        wikitext_tokenizer, tmp_path):
+    tokenizer, out = wikitext_tokenizer[0], tmp_path / "out"
+    flags = ["--builtin-corpus", "pydoc-topics", "--limit", "300", "--max-length", "64", "--shard-size", "50"]
+    assert shard(tokenizer, out, *flags).returncode == 0
+    before = all_files(out)
+    again = shard(tokenizer, out, *flags)
+    assert again.returncode == 0 and "already complete" in again.stderr
+    assert all_files(out) == before
+    other = [f if f != "64" else "32" for f in flags]
+    assert_user_error(shard(tokenizer, out, *other), "other settings", "max_length", "--overwrite")
+    assert all_files(out) == before
+    replaced = shard(tokenizer, out, *other, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    manifest = json.loads((out / "train" / "manifest.json").read_text())
+    assert manifest["settings"]["max_length"] == 32
+    assert sorted(n for n in os.listdir(out / "train") if n.endswith(".tfrecord")) == \
+        [entry["name"] for entry in manifest["shards"]]  # no shard of the old run is left
+
+
+def test_foreign_shards_in_the_output_are_not_mixed_in(wikitext_tokenizer, tmp_path):
+    (tmp_path / "out" / "train").mkdir(parents=True)
+    (tmp_path / "out" / "train" / "other-0-10.tfrecord").write_bytes(b"")
+    result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "50")
+    assert_user_error(result, "already holds shards", "--overwrite")
+
+
+def test_killed_run_rerun_with_the_same_command_ends_identical_to_a_clean_run(wikitext_tokenizer, wikitext_path,
+                                                                             tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(wikitext_path.read_text(encoding="utf-8") * 3, encoding="utf-8")
+    flags = ["--text-files", str(corpus), "--max-length", "64", "--shard-size", "5", "--batch-size", "200"]
+    clean = shard(wikitext_tokenizer[0], tmp_path / "clean", *flags)
+    assert clean.returncode == 0, clean.stderr
+
+    interrupted = tmp_path / "interrupted"
+    command = [sys.executable, "-m", "mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]),
+               "--output-dir", str(interrupted), *flags]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = interrupted / "train" / ".dataset-progress.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if json.loads(progress.read_text())["shards"] >= 100:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (interrupted / "train" / "manifest.json").exists()
+    written = len([n for n in os.listdir(interrupted / "train") if n.endswith(".tfrecord")])
+    assert 100 <= written < len(json.loads((tmp_path / "clean" / "train" / "manifest.json").read_text())["shards"])
+
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Resuming:" in rerun.stderr and "already written and verified" in rerun.stderr
+    assert all_files(interrupted) == all_files(tmp_path / "clean")
+
+
+def test_max_length_not_a_multiple_of_8_warns(wikitext_tokenizer, tmp_path):
+    result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "100",
+                   "--max-length", "100")
+    assert result.returncode == 0, result.stderr
+    assert "warning: --max-length 100 is not a multiple of 8" in result.stderr
+
+
+def test_reference_underscore_flags_are_accepted(wikitext_tokenizer, tmp_path):
+    result = run_module("mlm_tpu.shard", "--tokenizer_name_or_path", str(wikitext_tokenizer[0]), "--builtin_corpus",
+                        "pydoc-topics", "--limit", "100", "--max_length", "64", "--shard_size", "7",
+                        "--output_dir", str(tmp_path / "out"), "--split", "validation", "--prefix", "pydoc")
+    assert result.returncode == 0, result.stderr
+    names = sorted(os.listdir(tmp_path / "out" / "validation"))
+    assert "pydoc-00000-7.tfrecord" in names and "manifest.json" in names
+
+
+BAD_INPUTS = {
+    "missing tokenizer dir": (["--tokenizer", "/nonexistent/tokenizer"], ["--tokenizer", "not a tokenizer folder"]),
+    "folder that holds no tokenizer": (["--tokenizer", "{tmp}"], ["not a tokenizer folder"]),
+    "max length below 8": (["--max-length", "4"], ["--max-length", "at least 8"]),
+    "max length above the tokenizer's": (["--max-length", "1024"], ["1024", "more than the tokenizer allows (512)"]),
+    "shard size below 1": (["--shard-size", "0"], ["--shard-size"]),
+    "empty corpus": (["--text-files", "{tmp}/blank.txt"], ["no text"]),
+    "corpus smaller than one example": (["--text-files", "{tmp}/short.txt"], ["fewer than one example"]),
+    "output that cannot be written": (["--output-dir", "{tmp}/blank.txt/out"], ["cannot write", "not a folder"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_bad_input_is_one_clear_line_and_nothing_is_left_behind(name, wikitext_tokenizer, tmp_path):
+    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
+    (tmp_path / "short.txt").write_text("Only a few words here.\n", encoding="utf-8")
+    overrides, phrases = BAD_INPUTS[name]
+    flags = {"--tokenizer": str(wikitext_tokenizer[0]), "--output-dir": str(tmp_path / "out"),
+             "--builtin-corpus": "pydoc-topics", "--max-length": "64"}
+    for flag, value in zip(overrides[::2], overrides[1::2]):
+        if flag == "--text-files":
+            del flags["--builtin-corpus"]
+        flags[flag] = value.format(tmp=tmp_path)
+    result = run_module("mlm_tpu.shard", *[part for pair in flags.items() for part in pair])
+    assert_user_error(result, *phrases)
+    leftovers = [os.path.join(root, n) for root, _, names in os.walk(tmp_path / "out") for n in names]
+    assert leftovers == []
+
+
+def test_help_lists_every_flag():
+    result = run_module("mlm_tpu.shard", "--help")
+    for flag in ["--tokenizer", "--dataset", "--text-files", "--split", "--limit", "--max-length", "--shard-size",
+                 "--output-dir", "--prefix", "--num-workers", "--batch-size", "--overwrite", "--storage-retry-seconds"]:
+        assert flag in result.stdout, flag
