@@ -39,6 +39,14 @@ def _pydoc_topics() -> Iterator[str]:
 
 
 BUILTIN_CORPORA: Dict[str, Callable[[], Iterator[str]]] = {"pydoc-topics": _pydoc_topics}
+# Built-in corpora are one stream; every 20th document goes to validation, the next to test.
+BUILTIN_SPLITS = {"validation": lambda index: index % 20 == 0, "test": lambda index: index % 20 == 1,
+                  "train": lambda index: index % 20 > 1}
+
+
+def _builtin_split(name: str, split: str) -> Iterator[str]:
+    chosen = BUILTIN_SPLITS[split]
+    return (document for index, document in enumerate(BUILTIN_CORPORA[name]()) if chosen(index))
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ class CorpusSource:
     def describe(self) -> Dict[str, object]:
         """A JSON-ready record of the source, for files that say how something was made."""
         if self.builtin:
-            kind = {"builtin_corpus": self.builtin}
+            kind = {"builtin_corpus": self.builtin, "split": self.split}
         elif self.text_files:
             kind = {"text_files": list(self.text_files), "text_column": self.text_column}
         else:
@@ -75,7 +83,9 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
                   "when no other source is given).")
     add_flag(group, "--dataset-config", default=None,
              help=f"Configuration of --dataset (default with wikitext: {DEFAULT_DATASET_CONFIG}).")
-    add_flag(group, "--split", default="train", help="Split of --dataset to read (default: train).")
+    add_flag(group, "--split", default="train",
+             help="Split to read from --dataset or --builtin-corpus (train, validation, test; default: train); "
+                  "commands that write data also name their output after it.")
     add_flag(group, "--text-files", nargs="+", default=None, metavar="PATH",
              help="Local files, folders or globs (quote them): .txt (one document per line, blank "
                   "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column).")
@@ -83,7 +93,8 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
              help="Column holding the text in .jsonl/.json/.csv/.parquet files and datasets (default: text).")
     add_flag(group, "--builtin-corpus", choices=sorted(BUILTIN_CORPORA), default=None,
              help="Offline corpus shipped with Python itself: 'pydoc-topics' is the standard "
-                  "library's help pages (~0.5 MB of English prose, no download).")
+                  "library's help pages (~0.5 MB of English prose, no download); its --split validation "
+                  "and test are every 20th document (90%% stays in train).")
     add_flag(group, "--limit", type=int, default=None, metavar="N",
              help="Read at most N documents (default: all).")
 
@@ -98,9 +109,11 @@ def corpus_source_from_args(args: argparse.Namespace) -> CorpusSource:
         raise UserError(f"--limit must be at least 1 document, not {args.limit}")
     if args.dataset_config and not args.dataset:
         raise UserError("--dataset-config needs --dataset")
+    if args.builtin_corpus and args.split not in BUILTIN_SPLITS:
+        raise UserError(f"the built-in corpus has splits {', '.join(BUILTIN_SPLITS)}, not '{args.split}'; fix --split")
     if args.text_files or args.builtin_corpus:
         return CorpusSource(text_files=tuple(args.text_files or ()), builtin=args.builtin_corpus,
-                            text_column=args.text_column, limit=args.limit)
+                            split=args.split, text_column=args.text_column, limit=args.limit)
     dataset = args.dataset or DEFAULT_DATASET
     config = args.dataset_config or (DEFAULT_DATASET_CONFIG if dataset == DEFAULT_DATASET else None)
     return CorpusSource(dataset=dataset, dataset_config=config, split=args.split,
@@ -259,7 +272,7 @@ class Corpus:
 
     def _raw_texts(self) -> Iterator[Optional[str]]:
         if self.source.builtin:
-            return BUILTIN_CORPORA[self.source.builtin]()
+            return _builtin_split(self.source.builtin, self.source.split)
         if self._files:
             return _read_files(self._files, self.source.text_column)
         return _read_dataset(self.source)
@@ -296,7 +309,7 @@ class Corpus:
     def name(self) -> str:
         """A short human description, for progress lines and errors."""
         if self.source.builtin:
-            return f"built-in corpus '{self.source.builtin}'"
+            return f"built-in corpus '{self.source.builtin}' [{self.source.split}]"
         if self._files:
             return f"{len(self._files)} file(s) ({self._files[0]}{', ...' if len(self._files) > 1 else ''})"
         config = f"/{self.source.dataset_config}" if self.source.dataset_config else ""

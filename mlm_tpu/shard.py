@@ -95,7 +95,8 @@ def shard(args: argparse.Namespace) -> dict:
             bar.set_postfix(tokens=f"{tokens:,}", shards=len(writer.shards), refresh=False)
     manifest = writer.finish({"documents": documents, "corpus_tokens": tokens, "dropped_tokens": packer.remainder})
     seconds = time.perf_counter() - started
-    print(f"Wrote {manifest['records']:,} examples of {args.max_length} tokens in {len(manifest['shards'])} shards "
+    shards = len(manifest["shards"])
+    print(f"Wrote {manifest['records']:,} examples of {args.max_length} tokens in {shards} shard{'s' * (shards != 1)} "
           f"from {documents:,} documents ({tokens:,} tokens, {packer.remainder:,} dropped at the end) in "
           f"{seconds:.1f} s ({(tokens - start.tokens) / max(seconds, 1e-9):,.0f} tokens/s). Manifest: "
           f"{storage.location('manifest.json')}", file=sys.stderr)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mlm_tpu.corpus import Corpus, add_corpus_arguments, corpus_source_from_args
+from mlm_tpu.corpus import BUILTIN_CORPORA, Corpus, add_corpus_arguments, corpus_source_from_args
 from mlm_tpu.errors import UserError
 
 from conftest import assert_user_error, run_module
@@ -158,3 +158,15 @@ def test_bad_corpus_input_is_one_clear_line_and_exit_2(tmp_path, name):
     assert_user_error(result, *phrases)
     assert not out.exists(), "a failed run must leave no output behind"
     assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+
+
+def test_builtin_corpus_splits_are_disjoint_and_cover_it():
+    splits = {name: list(corpus_from_flags("--builtin-corpus", "pydoc-topics", "--split", name).documents())
+              for name in ("train", "validation", "test")}
+    everything = list(corpus_from_flags("--builtin-corpus", "pydoc-topics").documents())
+    assert splits["train"] == everything  # train is the default
+    full = list(BUILTIN_CORPORA["pydoc-topics"]())
+    assert sorted(splits["train"] + splits["validation"] + splits["test"]) == sorted(full)
+    assert splits["validation"] == full[::20] and splits["test"] == full[1::20]
+    with pytest.raises(UserError, match="has splits validation, test, train, not .dev."):
+        corpus_from_flags("--builtin-corpus", "pydoc-topics", "--split", "dev")
