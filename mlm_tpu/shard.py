@@ -17,9 +17,10 @@ from tqdm.auto import tqdm
 from mlm_tpu.cli import add_flag, run_command
 from mlm_tpu.corpus import Corpus, add_corpus_arguments, corpus_source_from_args
 from mlm_tpu.errors import UserError
-from mlm_tpu.sharding.packing import BatchTokenizer, ChunkPacker, check_max_length, load_fast_tokenizer
+from mlm_tpu.sharding.packing import BatchTokenizer, ChunkPacker, check_max_length
 from mlm_tpu.sharding.storage import open_split_storage
 from mlm_tpu.sharding.writer import ShardWriter
+from mlm_tpu.tokenizer.load import load_tokenizer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +60,7 @@ def shard(args: argparse.Namespace) -> dict:
     """Run the whole job; return the split's manifest."""
     check_arguments(args)
     corpus = Corpus(corpus_source_from_args(args))
-    tokenizer = load_fast_tokenizer(args.tokenizer)
+    tokenizer = load_tokenizer(args.tokenizer, fast=True)
     for warning in check_max_length(args.max_length, tokenizer):
         print(f"warning: {warning}", file=sys.stderr)
     encoder = BatchTokenizer(tokenizer, args.num_workers)

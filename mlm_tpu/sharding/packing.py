@@ -17,21 +17,6 @@ from mlm_tpu.errors import UserError
 MIN_MAX_LENGTH = 8
 
 
-def load_fast_tokenizer(name_or_path: str):
-    """The transformers tokenizer for a folder or Hub name; it must be a fast (Rust) one."""
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    except (OSError, ValueError) as error:
-        raise UserError(f"--tokenizer '{name_or_path}' is not a tokenizer folder nor a reachable Hub name "
-                        "(make one with `python -m mlm_tpu.tokenizer train`)") from None
-    if not tokenizer.is_fast:
-        raise UserError(f"--tokenizer '{name_or_path}' is a slow (Python) tokenizer; sharding needs a fast one "
-                        "(a folder with tokenizer.json)")
-    return tokenizer
-
-
 class BatchTokenizer:
     """Encodes batches of documents with the Rust tokenizer, in `num_threads` threads."""
 

@@ -11,6 +11,7 @@ from typing import List
 
 from mlm_tpu.cli import add_flag
 from mlm_tpu.errors import UserError
+from mlm_tpu.tokenizer.load import load_tokenizer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,17 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="A tokenizer folder (from `train`) or a Hub name.")
     add_flag(parser, "--json", action="store_true", help="Print one JSON object per text instead of a table.")
     parser.add_argument("texts", nargs="*", help="Texts to encode (default: one per line on stdin).")
-
-
-def load_tokenizer(name_or_path: str):
-    """`AutoTokenizer.from_pretrained`, with a clear error for a folder that holds no tokenizer."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(name_or_path)
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot load a tokenizer from '{name_or_path}': it is not a tokenizer folder "
-                        "(make one with `python -m mlm_tpu.tokenizer train`) nor a reachable Hub name") from None
 
 
 def encode(args: argparse.Namespace) -> None:

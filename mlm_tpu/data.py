@@ -1,0 +1,146 @@
+"""The tf.data input pipeline over count-named TFRecord shards, local or gs://.
+
+list shards -> counts from names (checked against manifest.json when there is one) -> this
+input pipeline's share of the files -> shuffle files -> TFRecordDataset (parallel reads) ->
+assert_cardinality -> decode (fixed length) -> shuffle -> batch (drop_remainder) -> mask ->
+prefetch. Shapes are fixed all the way, as TPUs need.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.sharding.tfrecord import iter_records
+from mlm_tpu.sharding.writer import SHARD_COUNT
+FEATURES = ("input_ids", "attention_mask")
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """The shards of one split and how many records each holds."""
+
+    location: str
+    files: List[str]
+    counts: List[int]
+
+    @property
+    def records(self) -> int:
+        return sum(self.counts)
+
+    def share(self, pipeline: int, pipelines: int) -> "ShardSet":
+        """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
+        return ShardSet(self.location, self.files[pipeline::pipelines], self.counts[pipeline::pipelines])
+
+
+def find_shards(location: str, max_length: int, flag: str = "--train-dataset") -> ShardSet:
+    """The shards under a folder (or matching a glob), with their counts, checked before training starts."""
+    pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
+    try:
+        files = sorted(tf.io.gfile.glob(pattern))
+    except tf.errors.OpError as error:
+        raise UserError(f"{flag} {location}: cannot list shards ({error.message.splitlines()[0]})") from None
+    if not files:
+        raise UserError(f"{flag} {location}: no shards (*.tfrecord) found; make them with `python -m mlm_tpu.shard`")
+    counts = []
+    for path in files:
+        match = SHARD_COUNT.search(path)
+        if not match:
+            raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
+                            "<prefix>-<index>-<count>.tfrecord")
+        counts.append(int(match.group(1)))
+    shards = ShardSet(location, files, counts)
+    _check_lengths(shards, max_length, flag)
+    return shards
+
+
+def _check_lengths(shards: ShardSet, max_length: int, flag: str) -> None:
+    """Compare with the manifest when there is one; otherwise look at each shard's first record."""
+    folder = os.path.dirname(shards.files[0])
+    manifest_path = f"{folder}/manifest.json"
+    if tf.io.gfile.exists(manifest_path):
+        with tf.io.gfile.GFile(manifest_path, "r") as stream:
+            manifest = json.load(stream)
+        listed = {entry["name"]: entry["count"] for entry in manifest["shards"]}
+        found = {os.path.basename(path): count for path, count in zip(shards.files, shards.counts)}
+        if listed != found:
+            raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
+                            "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
+        length = manifest["settings"]["max_length"]
+        if length != max_length:
+            raise UserError(f"{flag}: shards in {folder} hold {length}-token examples, not --max-length "
+                            f"{max_length}; pass --max-length {length} or re-shard")
+        return
+    for path in shards.files:
+        length = _first_record_length(path)
+        if length != max_length:
+            raise UserError(f"{flag}: {path} holds {length}-token examples, not --max-length {max_length}; "
+                            f"pass --max-length {length} or re-shard")
+
+
+def _first_record_length(path: str) -> int:
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as error:
+        raise UserError(f"cannot read {path}: {error.message.splitlines()[0]}") from None
+    if record is None:
+        raise UserError(f"{path} is empty although its name counts records; re-shard")
+    example = tf.train.Example.FromString(record.numpy())
+    if "input_ids" not in example.features.feature:
+        raise UserError(f"{path} has no input_ids feature; it was not made by a masked-LM sharder")
+    return len(example.features.feature["input_ids"].int64_list.value)
+
+
+def find_corrupt_shard(shards: ShardSet) -> Optional[str]:
+    """The first shard whose records fail their checksums (after TensorFlow reported data loss)."""
+    for path in shards.files:
+        with tf.io.gfile.GFile(path, "rb") as stream:
+            data = stream.read()
+        try:
+            for _ in iter_records(data, path):
+                pass
+        except UserError as error:
+            return str(error)
+    return None
+
+
+def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Callable, *, shuffle: bool,
+                  seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False) -> tf.data.Dataset:
+    """Batches of `{input_ids, attention_mask, labels}`, int32, shape [batch_size, max_length]."""
+    files = tf.data.Dataset.from_tensor_slices(shards.files)
+    if shuffle:
+        files = files.shuffle(len(shards.files), seed=seed, reshuffle_each_iteration=True)
+    schema = {name: tf.io.FixedLenFeature([max_length], tf.int64) for name in FEATURES}
+
+    def decode(record):
+        example = tf.io.parse_single_example(record, schema)
+        return {name: tf.cast(example[name], tf.int32) for name in FEATURES}
+
+    dataset = tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(shards.records))
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    if shuffle:
+        dataset = dataset.shuffle(min(shuffle_buffer_size, shards.records), seed=seed)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.enumerate().map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def distributed_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, max_length: int,
+                        per_replica_batch_size: int, make_masker: Callable[[int], Callable], *, shuffle: bool,
+                        seed: int, shuffle_buffer_size: int, repeat: bool):
+    """One input pipeline per host, each reading its own files, batched per replica."""
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        pipeline, pipelines = context.input_pipeline_id, context.num_input_pipelines
+        own = shards.share(pipeline, pipelines) if pipelines > 1 else shards
+        return build_dataset(own, max_length, context.get_per_replica_batch_size(
+            per_replica_batch_size * strategy.num_replicas_in_sync), make_masker(seed + pipeline),
+            shuffle=shuffle, seed=seed + pipeline, shuffle_buffer_size=shuffle_buffer_size, repeat=repeat)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)

@@ -1,0 +1,133 @@
+"""Masked-LM training from scratch: strategy, data, RoBERTa, optimizer, callbacks, fit, save.
+
+`train(args)` does what the 🤗 TPU language-modeling example does (shards -> masked batches ->
+TFRoberta under a strategy -> `create_optimizer` -> `model.fit`), plus: a resumable backup in
+the output folder, a masked-token accuracy that ignores unscored positions, validation each
+epoch, and `save_pretrained` of model and tokenizer at each epoch's end.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import tensorflow as tf
+import tf_keras as keras
+import transformers
+from transformers import PushToHubCallback, TFAutoModelForMaskedLM, create_optimizer
+
+from mlm_tpu.callbacks import SavePretrained, StopAtStep
+from mlm_tpu.data import ShardSet, distributed_dataset, find_corrupt_shard, find_shards
+from mlm_tpu.errors import UserError
+from mlm_tpu.masking import MlmMasker
+from mlm_tpu.metrics import MaskedAccuracy
+from mlm_tpu.model_config import config_for
+from mlm_tpu.strategy import describe, select_strategy
+from mlm_tpu.tokenizer.load import load_tokenizer
+
+TRAINING_INFO_FILE = "training_args.json"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    for flag, value, minimum in (("--per-replica-batch-size", args.per_replica_batch_size, 1),
+                                 ("--num-epochs", args.num_epochs, 1), ("--steps-per-execution", args.steps_per_execution, 1),
+                                 ("--cpu-replicas", args.cpu_replicas, 1), ("--max-length", args.max_length, 8)):
+        if value < minimum:
+            raise UserError(f"{flag} must be at least {minimum}, not {value}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError(f"--max-steps must be at least 1, not {args.max_steps}")
+    if not 0 < args.mlm_probability < 1:
+        raise UserError(f"--mlm-probability must be between 0 and 1, not {args.mlm_probability}")
+    if args.output_dir.startswith("gs://"):
+        raise UserError("--output-dir must be a local folder (the backup and save_pretrained write there); "
+                        "push the result with --hub-model-id or copy it to gs:// afterwards")
+
+
+def plan_steps(shards: ShardSet, global_batch: int, num_epochs: int, max_steps) -> tuple:
+    """(steps per epoch, epochs, total steps) from the shard counts and the global batch."""
+    steps_per_epoch = shards.records // global_batch
+    if steps_per_epoch == 0:
+        raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
+                        f"{global_batch}; lower --per-replica-batch-size or shard more text")
+    total = max_steps or steps_per_epoch * num_epochs
+    return steps_per_epoch, math.ceil(total / steps_per_epoch), total
+
+
+def build_model(config, learning_rate: float, total_steps: int, warmup_steps: int, weight_decay_rate: float,
+                steps_per_execution: int, jit_compile: bool):
+    """The model and its AdamW (warmup, then linear decay), compiled with the model's own loss."""
+    model = TFAutoModelForMaskedLM.from_config(config)
+    model.build_in_name_scope()  # weights exist before fit, so BackupAndRestore can restore into them
+    optimizer, _ = create_optimizer(init_lr=learning_rate, num_train_steps=total_steps,
+                                    num_warmup_steps=warmup_steps, weight_decay_rate=weight_decay_rate)
+    model.compile(optimizer=optimizer, metrics=[MaskedAccuracy()], steps_per_execution=steps_per_execution,
+                  jit_compile=jit_compile)
+    return model
+
+
+def make_callbacks(args: argparse.Namespace, tokenizer, total_steps: int) -> list:
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup"),
+                                         save_freq=args.backup_steps or "epoch"),
+        StopAtStep(total_steps),
+        SavePretrained(args.output_dir, tokenizer),
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), update_freq="epoch"),
+    ]
+    if args.hub_model_id:
+        callbacks.append(PushToHubCallback(output_dir=args.output_dir, tokenizer=tokenizer,
+                                           hub_model_id=args.hub_model_id))
+    return callbacks
+
+
+def train(args: argparse.Namespace) -> keras.callbacks.History:
+    """Run the whole training job described by the command-line flags."""
+    check_arguments(args)
+    transformers.logging.set_verbosity_error()  # its TensorFlow deprecation notice is not news to our users
+    keras.utils.set_random_seed(args.seed)
+    strategy = select_strategy(args.tpu, args.tpu_zone, args.gcp_project, args.cpu_replicas)
+    if args.bf16 if args.bf16 is not None else args.tpu is not None:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    tokenizer = load_tokenizer(args.tokenizer)
+    train_shards = find_shards(args.train_dataset, args.max_length, "--train-dataset")
+    eval_shards = find_shards(args.eval_dataset, args.max_length, "--eval-dataset") if args.eval_dataset else None
+    global_batch = args.per_replica_batch_size * strategy.num_replicas_in_sync
+    steps_per_epoch, epochs, total_steps = plan_steps(train_shards, global_batch, args.num_epochs, args.max_steps)
+    config = config_for(args.model_config, tokenizer, args.max_length)
+    log(f"Training on {describe(strategy)}: global batch {global_batch} = {args.per_replica_batch_size} per "
+        f"replica x {strategy.num_replicas_in_sync}; {train_shards.records:,} examples in {len(train_shards.files)} "
+        f"shards -> {steps_per_epoch} steps per epoch, {total_steps} steps in all")
+    os.makedirs(args.output_dir, exist_ok=True)
+    with open(os.path.join(args.output_dir, TRAINING_INFO_FILE), "w", encoding="utf-8") as stream:
+        json.dump({**vars(args), "replicas": strategy.num_replicas_in_sync, "global_batch_size": global_batch,
+                   "steps_per_epoch": steps_per_epoch, "total_steps": total_steps}, stream, indent=2)
+
+    with strategy.scope():
+        model = build_model(config, args.learning_rate, total_steps, int(total_steps * args.warmup_ratio),
+                            args.weight_decay_rate, args.steps_per_execution, jit_compile=args.tpu is not None)
+
+    def datasets_for(shards, shuffle, repeat):
+        return distributed_dataset(
+            strategy, shards, args.max_length, args.per_replica_batch_size,
+            lambda seed: MlmMasker(tokenizer, args.mlm_probability, seed), shuffle=shuffle, seed=args.seed,
+            shuffle_buffer_size=args.shuffle_buffer_size, repeat=repeat)
+
+    validation = {}
+    if eval_shards:
+        validation_steps = eval_shards.records // global_batch
+        if validation_steps == 0:
+            raise UserError(f"--eval-dataset has {eval_shards.records} examples, fewer than one global batch "
+                            f"of {global_batch}")
+        validation = {"validation_data": datasets_for(eval_shards, shuffle=False, repeat=False),
+                      "validation_steps": validation_steps}
+    try:
+        return model.fit(datasets_for(train_shards, shuffle=True, repeat=True), epochs=epochs,
+                         steps_per_epoch=steps_per_epoch, callbacks=make_callbacks(args, tokenizer, total_steps),
+                         verbose=1 if sys.stderr.isatty() else 2, **validation)
+    except tf.errors.DataLossError:
+        problem = find_corrupt_shard(train_shards) or (eval_shards and find_corrupt_shard(eval_shards))
+        raise UserError(problem or "a shard is corrupt (TensorFlow reported data loss); re-shard the data") from None
