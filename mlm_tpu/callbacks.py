@@ -1,5 +1,7 @@
 """Keras callbacks of the trainer: save_pretrained each epoch, and stop at an exact step."""
 
+import sys
+
 import tf_keras as keras
 
 from mlm_tpu.output_dir import staged_output_dir
@@ -23,12 +25,25 @@ class SavePretrained(keras.callbacks.Callback):
 
 
 class StopAtStep(keras.callbacks.Callback):
-    """End training once the optimizer has taken `total_steps` steps (--max-steps inside an epoch)."""
+    """End training once the optimizer has taken `total_steps` steps (--max-steps inside an epoch).
+
+    Also notes the step training (re)started from: above 0 when a backup was restored.
+    """
 
     def __init__(self, total_steps: int):
         super().__init__()
         self.total_steps = total_steps
+        self.start_step = 0
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def on_train_begin(self, logs=None):  # runs after BackupAndRestore, which comes first in the list
+        self.start_step = self._step()
+        if self.start_step:
+            print(f"Resuming from the backup at step {self.start_step} of {self.total_steps}", file=sys.stderr,
+                  flush=True)
 
     def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations.numpy()) >= self.total_steps:
+        if self._step() >= self.total_steps:
             self.model.stop_training = True

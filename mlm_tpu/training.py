@@ -55,6 +55,7 @@ def plan_steps(shards: ShardSet, global_batch: int, num_epochs: int, max_steps) 
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch}; lower --per-replica-batch-size or shard more text")
     total = max_steps or steps_per_epoch * num_epochs
+    steps_per_epoch = min(steps_per_epoch, total)
     return steps_per_epoch, math.ceil(total / steps_per_epoch), total
 
 
@@ -127,7 +128,7 @@ def train(args: argparse.Namespace) -> keras.callbacks.History:
     try:
         return model.fit(datasets_for(train_shards, shuffle=True, repeat=True), epochs=epochs,
                          steps_per_epoch=steps_per_epoch, callbacks=make_callbacks(args, tokenizer, total_steps),
-                         verbose=1 if sys.stderr.isatty() else 2, **validation)
+                         verbose=1 if sys.stdout.isatty() else 2, **validation)
     except tf.errors.DataLossError:
         problem = find_corrupt_shard(train_shards) or (eval_shards and find_corrupt_shard(eval_shards))
         raise UserError(problem or "a shard is corrupt (TensorFlow reported data loss); re-shard the data") from None

@@ -1,0 +1,165 @@
+"""`python train.py` for real on tiny RoBERTa models: one replica, two CPU replicas, preemption, bad input."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO_ROOT, assert_user_error, run_module
+
+MAX_LENGTH = 64
+EPOCH_LINE = re.compile(r"- loss: ([\d.]+) - masked_accuracy: ([\d.e-]+)(?: - val_loss: ([\d.]+) - "
+                        r"val_masked_accuracy: ([\d.e-]+))?")
+
+
+def run_train(*flags, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **kwargs.pop("env", {})}
+    return subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], capture_output=True,
+                          text=True, env=env, cwd=REPO_ROOT, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, wikitext_tokenizer, wikitext_path):
+    """Train and validation shards of WikiText-2 validation text, 64-token examples."""
+    output_dir = tmp_path_factory.mktemp("train-shards")
+    for split, limit in (("train", "600"), ("validation", "150")):
+        result = run_module("mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
+                            str(wikitext_path), "--limit", limit, "--split", split, "--max-length", str(MAX_LENGTH),
+                            "--shard-size", "200", "--output-dir", str(output_dir))
+        assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+def common_flags(shards, tokenizer, output_dir):
+    return ["--train-dataset", shards / "train", "--eval-dataset", shards / "validation", "--tokenizer", tokenizer,
+            "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate", "3e-3", "--output-dir", output_dir]
+
+
+def epoch_losses(result):
+    """(loss, masked accuracy, val loss, val masked accuracy) of each epoch, from Keras' lines on stdout."""
+    return [tuple(float(x) if x else None for x in match.groups()) for match in EPOCH_LINE.finditer(result.stdout)]
+
+
+def test_training_lowers_the_loss_and_saves_a_reloadable_model(shards, wikitext_tokenizer, tmp_path):
+    output_dir = tmp_path / "model"
+    result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 16,
+                       "--num-epochs", 3)
+    assert result.returncode == 0, result.stderr[-3000:]
+    epochs = epoch_losses(result)
+    assert len(epochs) == 3, result.stdout
+    assert epochs[-1][0] < epochs[0][0] - 0.3, epochs  # training loss falls (from ~ln(2000) = 7.6 at the start)
+    assert epochs[-1][2] < epochs[0][2], epochs  # and so does validation loss
+    assert all(0 <= e[1] <= 1 and 0 <= e[3] <= 1 for e in epochs)
+
+    from transformers import AutoTokenizer, TFAutoModelForMaskedLM
+
+    model = TFAutoModelForMaskedLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert model.config.vocab_size == len(tokenizer) == 2000
+    assert model.config.max_position_embeddings >= MAX_LENGTH + tokenizer.pad_token_id + 1
+    logits = model(tokenizer(["The game was released in Japan ."], return_tensors="tf")).logits
+    assert logits.shape[-1] == 2000
+    info = json.loads((output_dir / "training_args.json").read_text())
+    assert (info["replicas"], info["global_batch_size"]) == (1, 16)
+    assert any(name.startswith("events") for _, _, names in os.walk(output_dir / "logs") for name in names)
+    assert not list((output_dir / "backup").rglob("ckpt-*"))  # the backup is removed once training finished
+
+
+def test_two_cpu_replicas_train_with_a_doubled_global_batch(shards, wikitext_tokenizer, tmp_path):
+    output_dir = tmp_path / "mirrored"
+    result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 8,
+                       "--num-epochs", 2, "--cpu-replicas", 2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "MirroredStrategy with 2 replica(s): global batch 16 = 8 per replica x 2" in result.stderr
+    info = json.loads((output_dir / "training_args.json").read_text())
+    assert (info["replicas"], info["global_batch_size"]) == (2, 16)
+    epochs = epoch_losses(result)
+    assert len(epochs) == 2 and epochs[1][0] < epochs[0][0], epochs
+
+
+def test_max_steps_stops_exactly(shards, wikitext_tokenizer, tmp_path):
+    result = run_train(*common_flags(shards, wikitext_tokenizer[0], tmp_path / "m"), "--per-replica-batch-size", 8,
+                       "--max-steps", 7)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "7 steps in all" in result.stderr and re.search(r"^7/7 - ", result.stdout, re.M)
+
+
+def test_a_killed_run_resumes_from_its_backup_and_finishes(shards, wikitext_tokenizer, tmp_path):
+    output_dir = tmp_path / "preempted"
+    flags = [*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 4,
+             "--num-epochs", 3, "--backup-steps", 10]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_ROOT)
+    backup = output_dir / "backup" / "chief"
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if any(name.startswith("ckpt-3.") for name in (os.listdir(backup) if backup.is_dir() else [])):
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+
+    rerun = run_train(*flags)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    resumed = re.search(r"Resuming from the backup at step (\d+) of (\d+)", rerun.stderr)
+    assert resumed and 30 <= int(resumed.group(1)) < int(resumed.group(2)), rerun.stderr[-2000:]
+    assert (output_dir / "tf_model.h5").exists() and not list((output_dir / "backup").rglob("ckpt-*"))
+
+
+def test_tpu_flag_without_a_tpu_is_one_line_and_exit_2(shards, wikitext_tokenizer, tmp_path):
+    result = run_train(*common_flags(shards, wikitext_tokenizer[0], tmp_path / "t"), "--tpu")
+    assert_user_error(result, "no TPU found", "drop --tpu")
+
+
+def corrupt_copy(shards, tmp_path, edit):
+    target = tmp_path / "train"
+    shutil.copytree(shards / "train", target)
+    edit(target)
+    return target
+
+
+@pytest.mark.parametrize("case", ["no shards", "name without a count", "length differs, manifest",
+                                  "length differs, no manifest", "corrupt record"])
+def test_bad_shards_are_named_in_one_line(case, shards, wikitext_tokenizer, tmp_path):
+    first = sorted(p for p in os.listdir(shards / "train") if p.endswith(".tfrecord"))[0]
+
+    def flip_a_byte(folder):
+        os.remove(folder / "manifest.json")
+        data = bytearray((folder / first).read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (folder / first).write_bytes(bytes(data))
+
+    cases = {
+        "no shards": (lambda folder: [os.remove(folder / n) for n in os.listdir(folder)], ["no shards"], MAX_LENGTH),
+        "name without a count": (lambda folder: (os.remove(folder / "manifest.json"),
+                                                 os.rename(folder / first, folder / "renamed.tfrecord")),
+                                 ["renamed.tfrecord", "no record count"], MAX_LENGTH),
+        "length differs, manifest": (lambda folder: None, ["64-token examples", "--max-length 128"], 128),
+        "length differs, no manifest": (lambda folder: os.remove(folder / "manifest.json"),
+                                        [first, "64-token examples"], 128),
+        "corrupt record": (flip_a_byte, [first, "corrupt"], MAX_LENGTH),
+    }
+    edit, phrases, max_length = cases[case]
+    train_dir = corrupt_copy(shards, tmp_path, edit)
+    result = run_train("--train-dataset", train_dir, "--tokenizer", wikitext_tokenizer[0], "--max-length", max_length,
+                       "--model-config", "tiny", "--per-replica-batch-size", 8, "--max-steps", 200,
+                       "--output-dir", tmp_path / "out")
+    assert_user_error(result, *phrases)
+
+
+def test_help_lists_every_flag():
+    result = run_train("--help")
+    for flag in ["--tpu", "--tpu-zone", "--gcp-project", "--train-dataset", "--eval-dataset", "--tokenizer",
+                 "--model-config", "--pretrained_model_config", "--output-dir", "--per-replica-batch-size",
+                 "--num-epochs", "--max-steps", "--learning-rate", "--weight-decay-rate", "--warmup-ratio",
+                 "--max-length", "--mlm-probability", "--bf16", "--steps-per-execution", "--hub-model-id", "--seed",
+                 "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps"]:
+        assert flag in result.stdout, flag
