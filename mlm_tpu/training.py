@@ -19,7 +19,7 @@ from transformers import PushToHubCallback, TFAutoModelForMaskedLM, create_optim
 
 from mlm_tpu.callbacks import SavePretrained, StopAtStep
 from mlm_tpu.data import ShardSet, distributed_dataset, find_corrupt_shard, find_shards
-from mlm_tpu.errors import UserError
+from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.masking import MlmMasker
 from mlm_tpu.metrics import MaskedAccuracy
 from mlm_tpu.model_config import config_for
@@ -71,7 +71,25 @@ def build_model(config, learning_rate: float, total_steps: int, warmup_steps: in
     return model
 
 
-def make_callbacks(args: argparse.Namespace, tokenizer, total_steps: int) -> list:
+def hub_callback(output_dir: str, hub_model_id: str, tokenizer) -> PushToHubCallback:
+    """PushToHubCallback, made first: it clones the Hub repo into the (still empty) output folder.
+
+    The backup is kept out of the repo; the saved model, tokenizer and TensorBoard logs go in.
+    """
+    try:
+        callback = PushToHubCallback(output_dir=output_dir, tokenizer=tokenizer, hub_model_id=hub_model_id)
+    except Exception as error:  # unreachable Hub, no login, a folder that is not a clone of the repo
+        raise UserError(f"cannot set up pushing to the Hub repo '{hub_model_id}' ({reason_of(error)}); log in with "
+                        "`huggingface-cli login`, and give an empty --output-dir (or the repo's clone)") from None
+    ignore = os.path.join(output_dir, ".gitignore")
+    kept_out = open(ignore, encoding="utf-8").read().splitlines() if os.path.exists(ignore) else []
+    if "backup/" not in kept_out:
+        with open(ignore, "a", encoding="utf-8") as stream:
+            stream.write("backup/\n")
+    return callback
+
+
+def make_callbacks(args: argparse.Namespace, tokenizer, total_steps: int, push) -> list:
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup"),
                                          save_freq=args.backup_steps or "epoch"),
@@ -79,10 +97,7 @@ def make_callbacks(args: argparse.Namespace, tokenizer, total_steps: int) -> lis
         SavePretrained(args.output_dir, tokenizer),
         keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), update_freq="epoch"),
     ]
-    if args.hub_model_id:
-        callbacks.append(PushToHubCallback(output_dir=args.output_dir, tokenizer=tokenizer,
-                                           hub_model_id=args.hub_model_id))
-    return callbacks
+    return callbacks + ([push] if push else [])
 
 
 def train(args: argparse.Namespace) -> keras.callbacks.History:
@@ -99,6 +114,7 @@ def train(args: argparse.Namespace) -> keras.callbacks.History:
     global_batch = args.per_replica_batch_size * strategy.num_replicas_in_sync
     steps_per_epoch, epochs, total_steps = plan_steps(train_shards, global_batch, args.num_epochs, args.max_steps)
     config = config_for(args.model_config, tokenizer, args.max_length)
+    push = hub_callback(args.output_dir, args.hub_model_id, tokenizer) if args.hub_model_id else None
     log(f"Training on {describe(strategy)}: global batch {global_batch} = {args.per_replica_batch_size} per "
         f"replica x {strategy.num_replicas_in_sync}; {train_shards.records:,} examples in {len(train_shards.files)} "
         f"shards -> {steps_per_epoch} steps per epoch, {total_steps} steps in all")
@@ -127,7 +143,7 @@ def train(args: argparse.Namespace) -> keras.callbacks.History:
                       "validation_steps": validation_steps}
     try:
         return model.fit(datasets_for(train_shards, shuffle=True, repeat=True), epochs=epochs,
-                         steps_per_epoch=steps_per_epoch, callbacks=make_callbacks(args, tokenizer, total_steps),
+                         steps_per_epoch=steps_per_epoch, callbacks=make_callbacks(args, tokenizer, total_steps, push),
                          verbose=1 if sys.stdout.isatty() else 2, **validation)
     except tf.errors.DataLossError:
         problem = find_corrupt_shard(train_shards) or (eval_shards and find_corrupt_shard(eval_shards))

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import REPO_ROOT, assert_user_error, run_module
+from fake_hub import FakeHub
 
 MAX_LENGTH = 64
 EPOCH_LINE = re.compile(r"- loss: ([\d.]+) - masked_accuracy: ([\d.e-]+)(?: - val_loss: ([\d.]+) - "
@@ -163,3 +164,23 @@ def test_help_lists_every_flag():
                  "--max-length", "--mlm-probability", "--bf16", "--steps-per-execution", "--hub-model-id", "--seed",
                  "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps"]:
         assert flag in result.stdout, flag
+
+
+def test_push_to_hub_callback_commits_config_weights_and_tokenizer(shards, wikitext_tokenizer, tmp_path):
+    if not shutil.which("git-lfs"):
+        pytest.skip("git-lfs is not installed (scripts/setup.sh installs it when run as root)")
+    output_dir = tmp_path / "pushed"
+    with FakeHub(tmp_path / "hub") as hub:
+        result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 16,
+                           "--max-steps", 5, "--hub-model-id", "tester/tiny-roberta",
+                           env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_test"})
+        assert result.returncode == 0, result.stderr[-3000:]
+        files = hub.git("tester/tiny-roberta", "ls-tree", "-r", "--name-only", "main").split()
+        assert {"config.json", "tf_model.h5", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "README.md"} <= set(files), files
+        assert not [name for name in files if name.startswith("backup/")]
+        pushed_config = json.loads(hub.git("tester/tiny-roberta", "show", "main:config.json"))
+        assert pushed_config["vocab_size"] == 2000
+        pointer = hub.git("tester/tiny-roberta", "show", "main:tf_model.h5")  # *.h5 goes through LFS, as on the Hub
+        oid = re.search(r"^oid sha256:(\w+)$", pointer, re.M).group(1)
+        assert (tmp_path / "hub" / "lfs" / oid).read_bytes() == (output_dir / "tf_model.h5").read_bytes()
