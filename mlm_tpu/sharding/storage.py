@@ -63,10 +63,6 @@ class LocalStorage:
         except FileNotFoundError:
             return None
 
-    def crc32c(self, name: str) -> Optional[str]:
-        data = self.read(name)
-        return None if data is None else crc32c_base64(data)
-
     def delete(self, name: str) -> None:
         if os.path.exists(self.location(name)):
             os.remove(self.location(name))
@@ -144,11 +140,6 @@ class GcsStorage:
                               timeout=self.timeout)
         except self._exceptions.NotFound:
             return None
-
-    def crc32c(self, name: str) -> Optional[str]:
-        blob = self._call(f"look up {self.location(name)}", self.bucket.get_blob, self._object(name),
-                          retry=self.retry, timeout=self.timeout)
-        return None if blob is None else blob.crc32c
 
     def delete(self, name: str) -> None:
         try:
