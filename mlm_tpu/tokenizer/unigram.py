@@ -63,7 +63,8 @@ def _canonical_model(tokenizer: Tokenizer, specials: SpecialTokens) -> Unigram:
     threads), so scores differ in their last bits; and it gives the characters it must keep
     scores `lowest + k * 1e-4` in hash-set order. Rounding the scores, handing those penalty
     scores out in character order, and sorting by (score, piece) make the same corpus give a
-    byte-identical tokenizer.json.
+    byte-identical tokenizer.json. (A score whose run-to-run wobble, ~1e-14, straddles a rounding
+    boundary would still differ: about once in 10,000 runs of a 10,000-piece vocabulary.)
     """
     vocab = [tuple(entry) for entry in json.loads(tokenizer.to_str())["model"]["vocab"]]
     count = len(specials.tokens)
