@@ -18,6 +18,7 @@ import tensorflow as tf
 from mlm_tpu.errors import UserError
 from mlm_tpu.sharding.tfrecord import iter_records
 from mlm_tpu.sharding.writer import SHARD_COUNT
+
 FEATURES = ("input_ids", "attention_mask")
 
 
@@ -25,7 +26,6 @@ FEATURES = ("input_ids", "attention_mask")
 class ShardSet:
     """The shards of one split and how many records each holds."""
 
-    location: str
     files: List[str]
     counts: List[int]
 
@@ -35,7 +35,7 @@ class ShardSet:
 
     def share(self, pipeline: int, pipelines: int) -> "ShardSet":
         """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
-        return ShardSet(self.location, self.files[pipeline::pipelines], self.counts[pipeline::pipelines])
+        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines])
 
 
 def find_shards(location: str, max_length: int, flag: str = "--train-dataset") -> ShardSet:
@@ -54,7 +54,7 @@ def find_shards(location: str, max_length: int, flag: str = "--train-dataset") -
             raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
                             "<prefix>-<index>-<count>.tfrecord")
         counts.append(int(match.group(1)))
-    shards = ShardSet(location, files, counts)
+    shards = ShardSet(files, counts)
     _check_lengths(shards, max_length, flag)
     return shards
 
@@ -138,10 +138,9 @@ def distributed_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, max_
     """One input pipeline per host, each reading its own files, batched per replica."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        pipeline, pipelines = context.input_pipeline_id, context.num_input_pipelines
-        own = shards.share(pipeline, pipelines) if pipelines > 1 else shards
-        return build_dataset(own, max_length, context.get_per_replica_batch_size(
-            per_replica_batch_size * strategy.num_replicas_in_sync), make_masker(seed + pipeline),
-            shuffle=shuffle, seed=seed + pipeline, shuffle_buffer_size=shuffle_buffer_size, repeat=repeat)
+        pipeline = context.input_pipeline_id
+        return build_dataset(shards.share(pipeline, context.num_input_pipelines), max_length, per_replica_batch_size,
+                             make_masker(seed + pipeline), shuffle=shuffle, seed=seed + pipeline,
+                             shuffle_buffer_size=shuffle_buffer_size, repeat=repeat)
 
     return strategy.distribute_datasets_from_function(dataset_fn)

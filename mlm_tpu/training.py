@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
@@ -23,6 +24,7 @@ from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.masking import MlmMasker
 from mlm_tpu.metrics import MaskedAccuracy
 from mlm_tpu.model_config import config_for
+from mlm_tpu.sharding.packing import MIN_MAX_LENGTH
 from mlm_tpu.strategy import describe, select_strategy
 from mlm_tpu.tokenizer.load import load_tokenizer
 
@@ -36,7 +38,7 @@ def log(message: str) -> None:
 def check_arguments(args: argparse.Namespace) -> None:
     for flag, value, minimum in (("--per-replica-batch-size", args.per_replica_batch_size, 1),
                                  ("--num-epochs", args.num_epochs, 1), ("--steps-per-execution", args.steps_per_execution, 1),
-                                 ("--cpu-replicas", args.cpu_replicas, 1), ("--max-length", args.max_length, 8)):
+                                 ("--cpu-replicas", args.cpu_replicas, 1), ("--max-length", args.max_length, MIN_MAX_LENGTH)):
         if value < minimum:
             raise UserError(f"{flag} must be at least {minimum}, not {value}")
     if args.max_steps is not None and args.max_steps < 1:
@@ -81,11 +83,11 @@ def hub_callback(output_dir: str, hub_model_id: str, tokenizer) -> PushToHubCall
     except Exception as error:  # unreachable Hub, no login, a folder that is not a clone of the repo
         raise UserError(f"cannot set up pushing to the Hub repo '{hub_model_id}' ({reason_of(error)}); log in with "
                         "`huggingface-cli login`, and give an empty --output-dir (or the repo's clone)") from None
-    ignore = os.path.join(output_dir, ".gitignore")
-    kept_out = open(ignore, encoding="utf-8").read().splitlines() if os.path.exists(ignore) else []
-    if "backup/" not in kept_out:
-        with open(ignore, "a", encoding="utf-8") as stream:
-            stream.write("backup/\n")
+    ignore = Path(output_dir) / ".gitignore"
+    kept_out = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
+    if "backup/" not in kept_out.splitlines():
+        ignore.write_text(kept_out + ("\n" if kept_out and not kept_out.endswith("\n") else "") + "backup/\n",
+                          encoding="utf-8")
     return callback
 
 

@@ -72,4 +72,3 @@ def check_max_length(max_length: int, tokenizer) -> Tuple[str, ...]:
         return (f"--max-length {max_length} is not a multiple of 8: TPUs and tensor cores run fastest on "
                 f"multiples of 8 (e.g. {max_length // 8 * 8 or 8} or {max_length // 8 * 8 + 8})",)
     return ()
-
