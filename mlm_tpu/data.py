@@ -11,11 +11,12 @@ one by one before shuffling, with the same result.
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.masking import IGNORE_INDEX
 from mlm_tpu.sharding.tfrecord import iter_records
 from mlm_tpu.sharding.writer import SHARD_COUNT
 
@@ -24,10 +25,11 @@ FEATURES = ("input_ids", "attention_mask")
 
 @dataclass(frozen=True)
 class ShardSet:
-    """The shards of one split and how many records each holds."""
+    """The shards of one split, how many records each holds, and the tokens per example."""
 
     files: List[str]
     counts: List[int]
+    length: int
 
     @property
     def records(self) -> int:
@@ -35,11 +37,14 @@ class ShardSet:
 
     def share(self, pipeline: int, pipelines: int) -> "ShardSet":
         """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
-        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines])
+        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.length)
 
 
-def find_shards(location: str, max_length: int, flag: str = "--train-dataset") -> ShardSet:
-    """The shards under a folder (or matching a glob), with their counts, checked before training starts."""
+def find_shards(location: str, max_length: Optional[int], flag: str = "--train-dataset") -> ShardSet:
+    """The shards under a folder (or matching a glob), with their counts, checked before any work starts.
+
+    `max_length` None accepts whatever length the shards hold (it is then read from them).
+    """
     pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
     try:
         files = sorted(tf.io.gfile.glob(pattern))
@@ -54,33 +59,30 @@ def find_shards(location: str, max_length: int, flag: str = "--train-dataset") -
             raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
                             "<prefix>-<index>-<count>.tfrecord")
         counts.append(int(match.group(1)))
-    shards = ShardSet(files, counts)
-    _check_lengths(shards, max_length, flag)
-    return shards
+    length = _example_length(files, counts, flag)
+    if max_length is not None and length != max_length:
+        raise UserError(f"{flag}: the shards in {os.path.dirname(files[0])} hold {length}-token examples, not "
+                        f"--max-length {max_length}; pass --max-length {length} or re-shard")
+    return ShardSet(files, counts, length)
 
 
-def _check_lengths(shards: ShardSet, max_length: int, flag: str) -> None:
-    """Compare with the manifest when there is one; otherwise look at each shard's first record."""
-    folder = os.path.dirname(shards.files[0])
+def _example_length(files: List[str], counts: List[int], flag: str) -> int:
+    """Tokens per example: from the manifest when there is one, else from each shard's first record."""
+    folder = os.path.dirname(files[0])
     manifest_path = f"{folder}/manifest.json"
     if tf.io.gfile.exists(manifest_path):
         with tf.io.gfile.GFile(manifest_path, "r") as stream:
             manifest = json.load(stream)
         listed = {entry["name"]: entry["count"] for entry in manifest["shards"]}
-        found = {os.path.basename(path): count for path, count in zip(shards.files, shards.counts)}
-        if listed != found:
+        if listed != {os.path.basename(path): count for path, count in zip(files, counts)}:
             raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
                             "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
-        length = manifest["settings"]["max_length"]
-        if length != max_length:
-            raise UserError(f"{flag}: shards in {folder} hold {length}-token examples, not --max-length "
-                            f"{max_length}; pass --max-length {length} or re-shard")
-        return
-    for path in shards.files:
-        length = _first_record_length(path)
-        if length != max_length:
-            raise UserError(f"{flag}: {path} holds {length}-token examples, not --max-length {max_length}; "
-                            f"pass --max-length {length} or re-shard")
+        return manifest["settings"]["max_length"]
+    lengths = {path: _first_record_length(path) for path in files}
+    if len(set(lengths.values())) > 1:
+        raise UserError(f"{flag}: the shards in {folder} hold examples of different lengths "
+                        f"({', '.join(f'{os.path.basename(p)}: {n}' for p, n in lengths.items())}); re-shard")
+    return lengths[files[0]]
 
 
 def _first_record_length(path: str) -> int:
@@ -110,8 +112,14 @@ def find_corrupt_shard(shards: ShardSet) -> Optional[str]:
 
 
 def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Callable, *, shuffle: bool,
-                  seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False) -> tf.data.Dataset:
-    """Batches of `{input_ids, attention_mask, labels}`, int32, shape [batch_size, max_length]."""
+                  seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False,
+                  pad_endlessly: bool = False) -> tf.data.Dataset:
+    """Batches of `{input_ids, attention_mask, labels}`, int32, shape [batch_size, max_length].
+
+    `pad_endlessly` (evaluation): keep the last partial batch, filled up with unscored rows
+    (labels all -100), then yield unscored batches forever. Every example counts exactly once,
+    shapes stay fixed, and every replica can take the same number of steps.
+    """
     files = tf.data.Dataset.from_tensor_slices(shards.files)
     if shuffle:
         files = files.shuffle(len(shards.files), seed=seed, reshuffle_each_iteration=True)
@@ -127,20 +135,36 @@ def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Ca
         dataset = dataset.shuffle(min(shuffle_buffer_size, shards.records), seed=seed)
     if repeat:
         dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.batch(batch_size, drop_remainder=not pad_endlessly)
     dataset = dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
+    if pad_endlessly:
+        dataset = dataset.map(lambda batch: _fill_batch(batch, batch_size))
+        no_rows = {name: tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in dataset.element_spec.items()}
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(_fill_batch(no_rows, batch_size)).repeat())
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _fill_batch(batch: Dict[str, tf.Tensor], batch_size: int) -> Dict[str, tf.Tensor]:
+    """Append unscored rows (no attention, labels -100) up to `batch_size`."""
+
+    def fill(name: str, tensor: tf.Tensor) -> tf.Tensor:
+        missing = batch_size - tf.shape(tensor)[0]
+        filler = IGNORE_INDEX if name == "labels" else 0
+        filled = tf.pad(tensor, [[0, missing], [0, 0]], constant_values=filler)
+        return tf.ensure_shape(filled, [batch_size, tensor.shape[1]])
+
+    return {name: fill(name, tensor) for name, tensor in batch.items()}
 
 
 def distributed_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, max_length: int,
                         per_replica_batch_size: int, make_masker: Callable[[int], Callable], *, shuffle: bool,
-                        seed: int, shuffle_buffer_size: int, repeat: bool):
+                        seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False, pad_endlessly: bool = False):
     """One input pipeline per host, each reading its own files, batched per replica."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         pipeline = context.input_pipeline_id
         return build_dataset(shards.share(pipeline, context.num_input_pipelines), max_length, per_replica_batch_size,
                              make_masker(seed + pipeline), shuffle=shuffle, seed=seed + pipeline,
-                             shuffle_buffer_size=shuffle_buffer_size, repeat=repeat)
+                             shuffle_buffer_size=shuffle_buffer_size, repeat=repeat, pad_endlessly=pad_endlessly)
 
     return strategy.distribute_datasets_from_function(dataset_fn)

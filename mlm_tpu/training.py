@@ -21,6 +21,7 @@ from transformers import PushToHubCallback, TFAutoModelForMaskedLM, create_optim
 from mlm_tpu.callbacks import SavePretrained, StopAtStep
 from mlm_tpu.data import ShardSet, distributed_dataset, find_corrupt_shard, find_shards
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.hardware_flags import wants_bf16
 from mlm_tpu.masking import MlmMasker
 from mlm_tpu.metrics import MaskedAccuracy
 from mlm_tpu.model_config import config_for
@@ -41,8 +42,10 @@ def check_arguments(args: argparse.Namespace) -> None:
                                  ("--cpu-replicas", args.cpu_replicas, 1), ("--max-length", args.max_length, MIN_MAX_LENGTH)):
         if value < minimum:
             raise UserError(f"{flag} must be at least {minimum}, not {value}")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UserError(f"--max-steps must be at least 1, not {args.max_steps}")
+    for flag, value in (("--max-steps", args.max_steps), ("--logging-steps", args.logging_steps),
+                        ("--backup-steps", args.backup_steps)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, not {value}")
     if not 0 < args.mlm_probability < 1:
         raise UserError(f"--mlm-probability must be between 0 and 1, not {args.mlm_probability}")
     if args.output_dir.startswith("gs://"):
@@ -97,7 +100,7 @@ def make_callbacks(args: argparse.Namespace, tokenizer, total_steps: int, push) 
                                          save_freq=args.backup_steps or "epoch"),
         StopAtStep(total_steps),
         SavePretrained(args.output_dir, tokenizer),
-        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), update_freq="epoch"),
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), update_freq=args.logging_steps or "epoch"),
     ]
     return callbacks + ([push] if push else [])
 
@@ -108,7 +111,7 @@ def train(args: argparse.Namespace) -> keras.callbacks.History:
     transformers.logging.set_verbosity_error()  # its TensorFlow deprecation notice is not news to our users
     keras.utils.set_random_seed(args.seed)
     strategy = select_strategy(args.tpu, args.tpu_zone, args.gcp_project, args.cpu_replicas)
-    if args.bf16 if args.bf16 is not None else args.tpu is not None:
+    if wants_bf16(args):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     tokenizer = load_tokenizer(args.tokenizer)
     train_shards = find_shards(args.train_dataset, args.max_length, "--train-dataset")

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Tuple
 
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import Unigram
 from tokenizers.trainers import UnigramTrainer
 from transformers import PreTrainedTokenizerFast
@@ -24,6 +24,13 @@ class SpecialTokens:
     @property
     def tokens(self) -> List[str]:
         return list(self.roles.values())
+
+    def for_trainer(self) -> List:
+        """The tokens as the trainer adds them: the mask token takes the space before it (as RoBERTa's
+        <mask> does), so "the [MASK] of" tokenizes like "the capital of", not with a stray "▁" piece."""
+        mask = self.roles.get("mask_token")
+        return [AddedToken(token, lstrip=True, special=True, normalized=False) if token == mask else token
+                for token in self.tokens]
 
 
 MLM_SPECIAL_TOKENS = SpecialTokens(roles={
@@ -40,7 +47,7 @@ def train_unigram(batches: Iterable[List[str]], vocab_size: int, show_progress: 
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
     trainer = UnigramTrainer(vocab_size=vocab_size, unk_token=specials.roles["unk_token"],
-                             special_tokens=specials.tokens, show_progress=show_progress)
+                             special_tokens=specials.for_trainer(), show_progress=show_progress)
     tokenizer.train_from_iterator(batches, trainer=trainer)
     tokenizer.model = _canonical_model(tokenizer, specials)
     cls, sep = specials.roles["cls_token"], specials.roles["sep_token"]

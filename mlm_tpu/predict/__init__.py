@@ -1,0 +1,1 @@
+"""Trying a trained model on text: `python -m mlm_tpu.predict` (fill-mask)."""
