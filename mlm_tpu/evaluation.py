@@ -95,7 +95,8 @@ def run_evaluation(args: argparse.Namespace) -> MaskedLmScores:
                         f"({positions} positions); evaluate on shards made with a smaller --max-length")
     steps = evaluation_steps(shards, args.per_replica_batch_size, strategy)
     print(f"Evaluating {args.model} on {shards.records:,} examples of {shards.length} tokens "
-          f"({len(shards.files)} shards) on {describe(strategy)}: {steps} steps, masking seed {args.seed}",
+          f"({len(shards.files)} shard{'s' if len(shards.files) != 1 else ''}) on {describe(strategy)}: {steps} steps, "
+          f"masking seed {args.seed}",
           file=sys.stderr, flush=True)
     dataset = distributed_dataset(strategy, shards, shards.length, args.per_replica_batch_size,
                                   lambda seed: MlmMasker(tokenizer, args.mlm_probability, seed), shuffle=False,

@@ -45,3 +45,36 @@ def wikitext_tokenizer(tmp_path_factory, wikitext_path):
                         "--output-dir", str(output_dir))
     assert result.returncode == 0, result.stderr
     return output_dir, result
+
+
+MAX_LENGTH = 64
+
+
+def run_train(*flags, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **kwargs.pop("env", {})}
+    return subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], capture_output=True,
+                          text=True, env=env, cwd=REPO_ROOT, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def shards(tmp_path_factory, wikitext_tokenizer, wikitext_path):
+    """Train and validation shards of WikiText-2 validation text, 64-token examples."""
+    output_dir = tmp_path_factory.mktemp("train-shards")
+    for split, limit in (("train", "600"), ("validation", "150")):
+        result = run_module("mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
+                            str(wikitext_path), "--limit", limit, "--split", split, "--max-length", str(MAX_LENGTH),
+                            "--shard-size", "200", "--output-dir", str(output_dir))
+        assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def trained_mlm(tmp_path_factory, shards, wikitext_tokenizer):
+    """A tiny RoBERTa trained 3 epochs by the real `python train.py`, loss logged every 5 steps; (folder, run)."""
+    output_dir = tmp_path_factory.mktemp("trained") / "model"
+    result = run_train("--train-dataset", shards / "train", "--eval-dataset", shards / "validation", "--tokenizer",
+                       wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate",
+                       "3e-3", "--output-dir", output_dir, "--per-replica-batch-size", 16, "--num-epochs", 3,
+                       "--logging-steps", 5)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output_dir, result

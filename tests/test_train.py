@@ -11,30 +11,11 @@ import time
 
 import pytest
 
-from conftest import REPO_ROOT, assert_user_error, run_module
+from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train
 from fake_hub import FakeHub
 
-MAX_LENGTH = 64
 EPOCH_LINE = re.compile(r"- loss: ([\d.]+) - masked_accuracy: ([\d.e-]+)(?: - val_loss: ([\d.]+) - "
                         r"val_masked_accuracy: ([\d.e-]+))?")
-
-
-def run_train(*flags, **kwargs):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **kwargs.pop("env", {})}
-    return subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], capture_output=True,
-                          text=True, env=env, cwd=REPO_ROOT, timeout=600, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory, wikitext_tokenizer, wikitext_path):
-    """Train and validation shards of WikiText-2 validation text, 64-token examples."""
-    output_dir = tmp_path_factory.mktemp("train-shards")
-    for split, limit in (("train", "600"), ("validation", "150")):
-        result = run_module("mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
-                            str(wikitext_path), "--limit", limit, "--split", split, "--max-length", str(MAX_LENGTH),
-                            "--shard-size", "200", "--output-dir", str(output_dir))
-        assert result.returncode == 0, result.stderr
-    return output_dir
 
 
 def common_flags(shards, tokenizer, output_dir):
@@ -47,11 +28,8 @@ def epoch_losses(result):
     return [tuple(float(x) if x else None for x in match.groups()) for match in EPOCH_LINE.finditer(result.stdout)]
 
 
-def test_training_lowers_the_loss_and_saves_a_reloadable_model(shards, wikitext_tokenizer, tmp_path):
-    output_dir = tmp_path / "model"
-    result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 16,
-                       "--num-epochs", 3)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
+    output_dir, result = trained_mlm
     epochs = epoch_losses(result)
     assert len(epochs) == 3, result.stdout
     assert epochs[-1][0] < epochs[0][0] - 0.3, epochs  # training loss falls (from ~ln(2000) = 7.6 at the start)
@@ -162,7 +140,7 @@ def test_help_lists_every_flag():
                  "--model-config", "--pretrained_model_config", "--output-dir", "--per-replica-batch-size",
                  "--num-epochs", "--max-steps", "--learning-rate", "--weight-decay-rate", "--warmup-ratio",
                  "--max-length", "--mlm-probability", "--bf16", "--steps-per-execution", "--hub-model-id", "--seed",
-                 "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps"]:
+                 "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps", "--logging-steps"]:
         assert flag in result.stdout, flag
 
 

@@ -1,0 +1,76 @@
+"""`python -m mlm_tpu.evaluate` for real: repeatable, checked against a hand computation, under 1 and 2 replicas."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import MAX_LENGTH, assert_user_error, run_module
+
+
+def evaluate(*args):
+    return run_module("mlm_tpu.evaluate", *map(str, args))
+
+
+@pytest.fixture(scope="module")
+def scores(trained_mlm, shards):
+    """Two identical runs and one over two CPU replicas, per-replica batch 8 each."""
+    runs = [evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--per-replica-batch-size",
+                     8, "--json", *extra) for extra in ([], [], ["--cpu-replicas", 2])]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    return [json.loads(run.stdout) for run in runs]
+
+
+def test_two_runs_agree_exactly(scores):
+    assert scores[0] == scores[1]
+
+
+def test_figures_match_a_hand_computation(scores, trained_mlm, shards):
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
+    from transformers import AutoTokenizer, TFAutoModelForMaskedLM
+
+    from mlm_tpu.data import build_dataset, find_shards
+    from mlm_tpu.masking import MlmMasker
+
+    model = TFAutoModelForMaskedLM.from_pretrained(trained_mlm[0])
+    tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])
+    shard_set = find_shards(str(shards / "validation"), MAX_LENGTH)
+    steps = math.ceil(shard_set.records / 8)
+    batches = build_dataset(shard_set, MAX_LENGTH, 8, MlmMasker(tokenizer, 0.15, seed=42), shuffle=False, seed=42,
+                            pad_endlessly=True).take(steps)
+    loss_sum = masked = correct = 0.0
+    rows = 0
+    for batch in batches:
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.numpy()
+        labels = batch["labels"].numpy()
+        rows += int(batch["attention_mask"].numpy().any(axis=1).sum())
+        for row, position in zip(*np.nonzero(labels != -100)):
+            scores_here = logits[row, position].astype(np.float64)
+            log_probs = scores_here - scores_here.max() - np.log(np.exp(scores_here - scores_here.max()).sum())
+            loss_sum -= log_probs[labels[row, position]]
+            correct += scores_here.argmax() == labels[row, position]
+            masked += 1
+    assert rows == shard_set.records == scores[0]["examples"]  # every example counted once, padding rows none
+    assert scores[0]["masked_tokens"] == masked > 0
+    assert scores[0]["loss"] == pytest.approx(loss_sum / masked, rel=1e-5)
+    assert scores[0]["perplexity"] == pytest.approx(math.exp(loss_sum / masked), rel=1e-4)
+    assert scores[0]["masked_accuracy"] == pytest.approx(correct / masked, abs=1.5 / masked)
+
+
+def test_two_cpu_replicas_see_the_same_masks(scores):
+    one, two = scores[0], scores[2]
+    assert two["masked_tokens"] == one["masked_tokens"] and two["examples"] == one["examples"]
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)
+
+
+def test_the_table_form_and_bad_input(trained_mlm, shards, tmp_path):
+    table = evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation")
+    assert table.returncode == 0, table.stderr[-3000:]
+    assert {"examples", "masked tokens", "loss", "perplexity", "masked accuracy"} <= {
+        line.rsplit(None, 1)[0] for line in table.stdout.splitlines()}
+    assert_user_error(evaluate("--model", tmp_path, "--eval-dataset", shards / "validation"), "no config.json")
+    assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", tmp_path), "no shards")
+    assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--max-length", 32),
+                      "64-token examples")
