@@ -123,7 +123,7 @@ def test_bad_shards_are_named_in_one_line(case, shards, wikitext_tokenizer, tmp_
                                  ["renamed.tfrecord", "no record count"], MAX_LENGTH),
         "length differs, manifest": (lambda folder: None, ["64-token examples", "--max-length 128"], 128),
         "length differs, no manifest": (lambda folder: os.remove(folder / "manifest.json"),
-                                        [first, "64-token examples"], 128),
+                                        ["64-token examples", "--max-length 64"], 128),
         "corrupt record": (flip_a_byte, [first, "corrupt"], MAX_LENGTH),
     }
     edit, phrases, max_length = cases[case]
