@@ -22,7 +22,7 @@ from mlm_tpu.corpus import Corpus, add_corpus_arguments, corpus_source_from_args
 from mlm_tpu.errors import UserError
 from mlm_tpu.hub import push_folder_to_hub
 from mlm_tpu.output_dir import check_output_dir, staged_output_dir
-from mlm_tpu.tokenizer.unigram import MLM_SPECIAL_TOKENS, as_transformers_tokenizer, train_unigram
+from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
 DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
@@ -31,6 +31,10 @@ DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_corpus_arguments(parser)
     group = parser.add_argument_group("tokenizer")
+    add_flag(group, "--template", choices=sorted(TEMPLATES), default="mlm",
+             help="Special tokens and framing: 'mlm' (RoBERTa: [CLS]=0 [SEP]=1 <unk>=2 <pad>=3 [MASK]=4, "
+                  "[CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
+                  "<extra_id_0>..<extra_id_99> at the end of the vocabulary; loads as T5TokenizerFast). Default: mlm.")
     add_flag(group, "--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
              help=f"Vocabulary size to aim for, special tokens included (default: {DEFAULT_VOCAB_SIZE}). "
                   "A small corpus may yield fewer pieces; the summary says how many.")
@@ -50,14 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    minimum = len(MLM_SPECIAL_TOKENS.tokens) + 1
-    if args.vocab_size < minimum:
-        raise UserError(f"--vocab-size {args.vocab_size} is too small: the {minimum - 1} special tokens "
-                        f"alone take {minimum - 1} ids; use at least {minimum} (the reference uses {DEFAULT_VOCAB_SIZE})")
+    reserved = TEMPLATES[args.template].reserved
+    if args.vocab_size <= reserved:
+        raise UserError(f"--vocab-size {args.vocab_size} is too small: the {args.template} template's special tokens "
+                        f"alone take {reserved} ids; use at least {reserved + 1} (the reference uses {DEFAULT_VOCAB_SIZE})")
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, not {args.batch_size}")
     if args.model_max_length < 2:
-        raise UserError(f"--model-max-length must leave room for [CLS] and [SEP]: at least 2, not {args.model_max_length}")
+        raise UserError(f"--model-max-length must leave room for the tokens framing a sequence: at least 2, not {args.model_max_length}")
     check_output_dir(args.output_dir, args.overwrite)
 
 
@@ -66,6 +70,7 @@ def _training_info(args: argparse.Namespace, corpus: Corpus, vocab_size: int, se
         "corpus": corpus.source.describe(),
         "documents": corpus.documents_read,
         "characters": corpus.characters_read,
+        "template": args.template,
         "vocab_size_requested": args.vocab_size,
         "vocab_size": vocab_size,
         "model_max_length": args.model_max_length,
@@ -87,13 +92,15 @@ def train(args: argparse.Namespace) -> str:
     """Train, save (atomically) and optionally push; return the output folder."""
     check_arguments(args)
     corpus = Corpus(corpus_source_from_args(args))
-    print(f"Training a Unigram tokenizer (vocabulary {args.vocab_size}) on {corpus.name()}", file=sys.stderr)
+    template = TEMPLATES[args.template]
+    print(f"Training a Unigram tokenizer ({template.name} template, vocabulary {args.vocab_size}) on {corpus.name()}",
+          file=sys.stderr)
     started = time.perf_counter()
     # The trainer draws its own bars on stdout; off a terminal they are only blank lines.
-    tokenizer = train_unigram(_progress_batches(corpus, args.batch_size), args.vocab_size,
+    tokenizer = train_unigram(_progress_batches(corpus, args.batch_size), args.vocab_size, template,
                               show_progress=sys.stdout.isatty())
     seconds = time.perf_counter() - started
-    wrapped = as_transformers_tokenizer(tokenizer, args.model_max_length)
+    wrapped = as_transformers_tokenizer(tokenizer, args.model_max_length, template)
     info = _training_info(args, corpus, tokenizer.get_vocab_size(), seconds)
     with staged_output_dir(args.output_dir) as staging:
         wrapped.save_pretrained(staging)
