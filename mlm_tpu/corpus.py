@@ -1,7 +1,9 @@
 """Where text comes from: a 🤗 dataset, local files, or a built-in offline corpus.
 
 Every command takes the same corpus flags (`add_corpus_arguments`) and reads text the same way:
-as a stream of documents, in batches, never holding the whole corpus in memory. Bad input (a
+as a stream, in batches, never holding the whole corpus in memory. Masked-LM commands read
+documents (one text column, blank ones skipped); text-to-text sharding reads records (several
+columns per row, each row kept, with where it came from for error messages). Bad input (a
 missing file, a glob that matches nothing, an unknown column, a corpus with no text, a Hub
 dataset while offline) raises `UserError` with one line that says what to do.
 """
@@ -13,7 +15,7 @@ import itertools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from mlm_tpu.cli import add_flag
 from mlm_tpu.errors import UserError, reason_of
@@ -22,6 +24,20 @@ DEFAULT_DATASET = "wikitext"
 DEFAULT_DATASET_CONFIG = "wikitext-103-raw-v1"
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
 GLOB_CHARACTERS = "*?["
+
+Values = Tuple[Optional[str], ...]  # one row's values of the columns asked for, in that order
+
+
+class Record(NamedTuple):
+    """One row of a corpus with columns, and where it came from."""
+
+    source: str  # a file path, or "dataset NAME"
+    row: int  # 1-based, counting the rows the source holds
+    values: Values
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} row {self.row}"
 
 
 def _pydoc_topics() -> Iterator[str]:
@@ -148,25 +164,41 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
     return files
 
 
-def _check_column(record: object, column: str, where: str) -> Optional[str]:
-    """The text of one record's `column`, or a clear error when the record has no such column."""
+def _missing_columns(where: str, columns: Sequence[str], available: Iterable[str]) -> Optional[UserError]:
+    """The error for the first of `columns` not among `available`, naming the flag that picks it."""
+    available = [str(name) for name in available]
+    for column in columns:
+        if column not in available:
+            flags = "--text-column" if len(columns) == 1 else "--input-column/--target-column"
+            return UserError(f"{where} has no column '{column}' (columns: {', '.join(sorted(available)) or 'none'}); "
+                             f"pass {flags}")
+    return None
+
+
+def _pick_columns(record: object, columns: Sequence[str], where: str) -> Values:
+    """One record's text in `columns`, or a clear error when the record lacks one or holds no text there."""
     if not isinstance(record, dict):
-        raise UserError(f"{where} is not an object with a '{column}' field")
-    if column not in record:
-        available = ", ".join(sorted(map(str, record))) or "none"
-        raise UserError(f"{where} has no column '{column}' (columns: {available}); pass --text-column")
-    value = record[column]
-    if value is not None and not isinstance(value, str):
-        raise UserError(f"{where}: column '{column}' holds {type(value).__name__}, not text")
-    return value
+        raise UserError(f"{where} is not an object with {', '.join(repr(c) for c in columns)} field(s)")
+    missing = _missing_columns(where, columns, record)
+    if missing:
+        raise missing
+    values = tuple(record[column] for column in columns)
+    for column, value in zip(columns, values):
+        if value is not None and not isinstance(value, str):
+            raise UserError(f"{where}: column '{column}' holds {type(value).__name__}, not text")
+    return values
 
 
-def _read_txt(path: str, column: str) -> Iterator[Optional[str]]:
+def _read_txt(path: str, columns: Sequence[str]) -> Iterator[Values]:
+    if len(columns) > 1:
+        raise UserError(f"{path}: a .txt file holds one text per line, not columns ({', '.join(columns)}); "
+                        "give text-to-text examples as .jsonl, .json, .csv or .parquet files")
     with open(path, encoding="utf-8") as lines:
-        yield from lines
+        for line in lines:
+            yield (line,)
 
 
-def _read_json_lines(path: str, column: str) -> Iterator[Optional[str]]:
+def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
@@ -174,15 +206,15 @@ def _read_json_lines(path: str, column: str) -> Iterator[Optional[str]]:
                     record = json.loads(line)
                 except json.JSONDecodeError as error:
                     raise UserError(f"{path} line {number} is not valid JSON: {error.msg}") from None
-                yield _check_column(record, column, f"{path} line {number}")
+                yield _pick_columns(record, columns, f"{path} line {number}")
 
 
-def _read_json(path: str, column: str) -> Iterator[Optional[str]]:
+def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
     """A .json file is either JSON lines (streamed) or one array of objects (read whole)."""
     with open(path, encoding="utf-8") as stream:
         starts_with_array = stream.read(4096).lstrip().startswith("[")
     if not starts_with_array:
-        yield from _read_json_lines(path, column)
+        yield from _read_json_lines(path, columns)
         return
     with open(path, encoding="utf-8") as stream:
         try:
@@ -190,44 +222,45 @@ def _read_json(path: str, column: str) -> Iterator[Optional[str]]:
         except json.JSONDecodeError as error:
             raise UserError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}") from None
     for index, record in enumerate(records):
-        yield _check_column(record, column, f"{path} item {index}")
+        yield _pick_columns(record, columns, f"{path} item {index}")
 
 
-def _read_csv(path: str, column: str) -> Iterator[Optional[str]]:
+def _read_csv(path: str, columns: Sequence[str]) -> Iterator[Values]:
     with open(path, encoding="utf-8", newline="") as stream:
         reader = csv.DictReader(stream)
-        if reader.fieldnames is not None and column not in reader.fieldnames:
-            raise UserError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames)}); "
-                            "pass --text-column")
+        missing = reader.fieldnames is not None and _missing_columns(path, columns, reader.fieldnames)
+        if missing:
+            raise missing
         for row in reader:
-            yield row[column]
+            yield tuple(row[column] for column in columns)
 
 
-def _read_parquet(path: str, column: str) -> Iterator[Optional[str]]:
+def _read_parquet(path: str, columns: Sequence[str]) -> Iterator[Values]:
     import pyarrow.parquet as parquet
 
     try:
         table_file = parquet.ParquetFile(path)
     except Exception as error:  # pyarrow raises several types for a file that is not parquet
         raise UserError(f"{path} is not a readable parquet file: {reason_of(error)}") from None
-    names = table_file.schema_arrow.names
-    if column not in names:
-        raise UserError(f"{path} has no column '{column}' (columns: {', '.join(names)}); pass --text-column")
-    for batch in table_file.iter_batches(batch_size=1024, columns=[column]):
-        yield from batch.column(0).to_pylist()
+    missing = _missing_columns(path, columns, table_file.schema_arrow.names)
+    if missing:
+        raise missing
+    for batch in table_file.iter_batches(batch_size=1024, columns=list(dict.fromkeys(columns))):
+        yield from zip(*(batch.column(column).to_pylist() for column in columns))
 
 
-FILE_READERS: Dict[str, Callable[[str, str], Iterator[Optional[str]]]] = {
+FILE_READERS: Dict[str, Callable[[str, Sequence[str]], Iterator[Values]]] = {
     ".txt": _read_txt, ".jsonl": _read_json_lines, ".json": _read_json, ".csv": _read_csv,
     ".parquet": _read_parquet,
 }
 
 
-def _read_files(files: List[str], column: str) -> Iterator[Optional[str]]:
+def _read_files(files: List[str], columns: Sequence[str]) -> Iterator[Record]:
     for path in files:
         reader = FILE_READERS[os.path.splitext(path)[1]]
         try:
-            yield from reader(path, column)
+            for row, values in enumerate(reader(path, columns), start=1):
+                yield Record(path, row, values)
         except UnicodeDecodeError as error:
             raise UserError(f"{path} is not UTF-8 text (bad byte at offset {error.start}); "
                             "convert it to UTF-8") from None
@@ -235,7 +268,7 @@ def _read_files(files: List[str], column: str) -> Iterator[Optional[str]]:
             raise UserError(f"cannot read {path}: {error.strerror or error}") from None
 
 
-def _read_dataset(source: CorpusSource) -> Iterator[Optional[str]]:
+def _read_dataset(source: CorpusSource, columns: Sequence[str]) -> Iterator[Record]:
     """Stream a 🤗 dataset (Hub name or local dataset folder) row by row."""
     import datasets
     from huggingface_hub.utils import logging as hub_logging
@@ -251,9 +284,25 @@ def _read_dataset(source: CorpusSource) -> Iterator[Optional[str]]:
                         "network, use --text-files or --builtin-corpus pydoc-topics") from None
     if first is None:
         return
-    yield _check_column(first, source.text_column, f"dataset {described}")
-    for row in rows:
-        yield row[source.text_column]
+    name = f"dataset {described}"
+    yield Record(name, 1, _pick_columns(first, columns, name))
+    for number, row in enumerate(rows, start=2):
+        yield Record(name, number, tuple(row[column] for column in columns))
+
+
+Item = TypeVar("Item")
+
+
+def _batched(items: Iterator[Item], batch_size: int, skip: int) -> Iterator[List[Item]]:
+    """Items in lists of `batch_size` (the last one shorter), after the first `skip` ones."""
+    batch: List[Item] = []
+    for item in itertools.islice(items, skip, None):
+        batch.append(item)
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 @dataclass
@@ -270,17 +319,22 @@ class Corpus:
         if self.source.text_files:
             self._files = resolve_text_files(self.source.text_files)
 
-    def _raw_texts(self) -> Iterator[Optional[str]]:
+    def _records(self, columns: Sequence[str]) -> Iterator[Record]:
         if self.source.builtin:
-            return _builtin_split(self.source.builtin, self.source.split)
+            if len(columns) > 1:
+                raise UserError(f"the built-in corpus is plain text, without the columns ({', '.join(columns)}) "
+                                "text-to-text examples need; use --text-files or --dataset")
+            return (Record(self.name(), row, (text,)) for row, text in
+                    enumerate(_builtin_split(self.source.builtin, self.source.split), start=1))
         if self._files:
-            return _read_files(self._files, self.source.text_column)
-        return _read_dataset(self.source)
+            return _read_files(self._files, columns)
+        return _read_dataset(self.source, columns)
 
     def documents(self) -> Iterator[str]:
         """Each non-blank document once, stripped, up to `--limit`; fails if there is none at all."""
         self.documents_read = self.characters_read = 0
-        for text in self._raw_texts():
+        for record in self._records((self.source.text_column,)):
+            text = record.values[0]
             text = text.strip() if text else ""
             if not text:
                 continue
@@ -292,19 +346,26 @@ class Corpus:
         if self.documents_read == 0:
             raise UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
 
+    def records(self, columns: Sequence[str]) -> Iterator[Record]:
+        """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all."""
+        self.documents_read = self.characters_read = 0
+        for record in itertools.islice(self._records(columns), self.source.limit):
+            self.documents_read += 1
+            self.characters_read += sum(len(value) for value in record.values if value)
+            yield record
+        if self.documents_read == 0:
+            raise UserError(f"the corpus has no rows: {self.name()} is empty")
+
     def batches(self, batch_size: int, skip: int = 0) -> Iterator[List[str]]:
         """Documents in lists of `batch_size` (the last one shorter), after the first `skip` ones.
 
         Skipped documents are read but not returned: a resumed job passes what it has done.
         """
-        batch: List[str] = []
-        for document in itertools.islice(self.documents(), skip, None):
-            batch.append(document)
-            if len(batch) == batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        return _batched(self.documents(), batch_size, skip)
+
+    def record_batches(self, columns: Sequence[str], batch_size: int, skip: int = 0) -> Iterator[List[Record]]:
+        """`records(columns)` in lists of `batch_size`, after the first `skip` rows (as `batches`)."""
+        return _batched(self.records(columns), batch_size, skip)
 
     def name(self) -> str:
         """A short human description, for progress lines and errors."""

@@ -11,18 +11,13 @@ import pytest
 from mlm_tpu.corpus import BUILTIN_CORPORA, Corpus, add_corpus_arguments, corpus_source_from_args
 from mlm_tpu.errors import UserError
 
-from conftest import assert_user_error, run_module
+from conftest import assert_user_error, run_module, write_jsonl
 
 
 def corpus_from_flags(*flags: str) -> Corpus:
     parser = argparse.ArgumentParser()
     add_corpus_arguments(parser)
     return Corpus(corpus_source_from_args(parser.parse_args(list(flags))))
-
-
-def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return str(path)
 
 
 def test_txt_lines_are_documents_and_blank_lines_are_skipped(tmp_path):
@@ -111,14 +106,14 @@ def make_bad_inputs(tmp_path):
     blank.write_text("\n   \n\n", encoding="utf-8")
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("caf\xe9\n".encode("latin-1"))
-    wrong_column = write_jsonl(tmp_path / "wrong.jsonl", [{"content": "hello"}])
+    wrong_column = str(write_jsonl(tmp_path / "wrong.jsonl", [{"content": "hello"}]))
     csv_file = tmp_path / "table.csv"
     csv_file.write_text("content\nhello\n", encoding="utf-8")
     parquet_file = tmp_path / "table.parquet"
     pq.write_table(pa.table({"content": ["hello"]}), parquet_file)
     not_parquet = tmp_path / "fake.parquet"
     not_parquet.write_text("not parquet", encoding="utf-8")
-    numbers = write_jsonl(tmp_path / "numbers.jsonl", [{"text": 42}])
+    numbers = str(write_jsonl(tmp_path / "numbers.jsonl", [{"text": 42}]))
     other_type = tmp_path / "notes.md"
     other_type.write_text("hello\n", encoding="utf-8")
     return {

@@ -3,12 +3,17 @@
 Every document keeps its [CLS] ... [SEP]; documents are concatenated across batch boundaries
 and cut into chunks of exactly `max_length` tokens, so only the remainder at the very end of a
 split is dropped (the reference dropped one remainder per 1,000 documents).
+
+`ExampleMaker` is what the shard command drives, whatever the task: it reads batches from the
+corpus, encodes them, and counts what it has done in "units" (tokens here, rows for text-to-text)
+so that an interrupted job can skip exactly what its kept shards already hold.
 """
 
+import copy
 import hashlib
 import itertools
 import os
-from typing import List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -34,10 +39,13 @@ class BatchTokenizer:
         self.tokenizer.no_truncation()  # documents are cut by packing, never by the tokenizer
         self.tokenizer.no_padding()
 
+    def encode_each(self, documents: List[str]) -> List[List[int]]:
+        """Each document's ids, framed by its special tokens."""
+        return [encoding.ids for encoding in self.tokenizer.encode_batch_fast(documents)]
+
     def encode(self, documents: List[str]) -> np.ndarray:
         """All documents' ids, each framed by its special tokens, concatenated."""
-        encodings = self.tokenizer.encode_batch_fast(documents)
-        return np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int32)
+        return np.fromiter(itertools.chain.from_iterable(self.encode_each(documents)), dtype=np.int32)
 
 
 class ChunkPacker:
@@ -72,3 +80,94 @@ def check_max_length(max_length: int, tokenizer) -> Tuple[str, ...]:
         return (f"--max-length {max_length} is not a multiple of 8: TPUs and tensor cores run fastest on "
                 f"multiples of 8 (e.g. {max_length // 8 * 8 or 8} or {max_length // 8 * 8 + 8})",)
     return ()
+
+
+Features = Dict[str, np.ndarray]  # feature name -> rows, shape [examples, length]
+
+
+class ExampleMaker:
+    """Turns corpus batches into fixed-length examples, counting progress so a restart can resume.
+
+    `counters` always holds "documents" (rows of the corpus read) and "units" (what `units_per_example`
+    counts); subclasses add their own. A restarted job restores the counters recorded with its last
+    kept shard, re-reads the corpus after `counters["documents"]`, and drops the units already kept.
+    """
+
+    unit_name: str  # what a unit is, for the speed in the log: "tokens", "rows"
+    units_per_example: int
+    feature_lengths: Dict[str, int]
+
+    def __init__(self):
+        self.counters: Dict[str, object] = {"documents": 0, "units": 0}
+
+    def restore(self, counters: Dict[str, object]) -> None:
+        self.counters.update(copy.deepcopy(counters))
+
+    def snapshot(self) -> Dict[str, object]:
+        return copy.deepcopy(self.counters)
+
+    def batches(self, corpus, batch_size: int) -> Iterator[list]:
+        """The corpus in batches, from where the counters say this job stands."""
+        raise NotImplementedError
+
+    def encode(self, batch: list):
+        """A batch's encoded units (a piece of the stream), counting them."""
+        raise NotImplementedError
+
+    def drop(self, piece, count: int):
+        """`piece` without its first `count` units (those already in kept shards); (rest, units still to drop)."""
+        raise NotImplementedError
+
+    def examples(self, piece) -> Features:
+        """The complete examples now available."""
+        raise NotImplementedError
+
+    def totals(self) -> Dict[str, object]:
+        """What the manifest records of the whole split, once every batch is in; refuses a split with no example."""
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        """Words for the end-of-job line: what was read and what was left out."""
+        raise NotImplementedError
+
+
+class PackedExamples(ExampleMaker):
+    """Masked-LM examples: documents tokenized, concatenated and cut into rows of exactly `max_length` tokens."""
+
+    unit_name = "tokens"
+
+    def __init__(self, tokenizer, num_threads: int, max_length: int):
+        super().__init__()
+        self.encoder = BatchTokenizer(tokenizer, num_threads)
+        self.packer = ChunkPacker(max_length)
+        self.max_length = self.units_per_example = max_length
+        self.feature_lengths = {"input_ids": max_length, "attention_mask": max_length}
+
+    def batches(self, corpus, batch_size: int) -> Iterator[List[str]]:
+        return corpus.batches(batch_size, skip=self.counters["documents"])
+
+    def encode(self, batch: List[str]) -> np.ndarray:
+        ids = self.encoder.encode(batch)
+        self.counters["documents"] += len(batch)
+        self.counters["units"] += len(ids)
+        return ids
+
+    def drop(self, piece: np.ndarray, count: int) -> Tuple[np.ndarray, int]:
+        cut = min(count, len(piece))
+        return piece[cut:], count - cut
+
+    def examples(self, piece: np.ndarray) -> Features:
+        chunks = self.packer.add(piece)
+        return {"input_ids": chunks, "attention_mask": np.ones_like(chunks)}
+
+    def totals(self) -> Dict[str, object]:
+        if self.counters["units"] < self.max_length:
+            raise UserError(f"the corpus gave {self.counters['units']:,} tokens, fewer than one example of "
+                            f"--max-length {self.max_length}: nothing was written; use more text or a smaller "
+                            "--max-length")
+        return {"documents": self.counters["documents"], "corpus_tokens": self.counters["units"],
+                "dropped_tokens": self.packer.remainder}
+
+    def summary(self) -> str:
+        return (f"from {self.counters['documents']:,} documents ({self.counters['units']:,} tokens, "
+                f"{self.packer.remainder:,} dropped at the end)")

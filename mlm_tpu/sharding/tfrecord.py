@@ -38,8 +38,11 @@ def _field(number: int, payload: bytes) -> bytes:
 
 
 def _packed_varints(rows: np.ndarray) -> List[bytes]:
-    """Protobuf varint encoding of each row of a non-negative int array, vectorised over all rows."""
-    values = rows.astype(np.uint64, copy=False)
+    """Protobuf int64 varint encoding of each row of an int array, vectorised over all rows.
+
+    Negative values (the -100 of unscored labels) are their 64-bit two's complement, 10 bytes, as protobuf has it.
+    """
+    values = rows.astype(np.int64, copy=False).view(np.uint64)
     lengths = np.ones(values.shape, dtype=np.int64)  # bytes per value: 7 bits each
     width = 1
     while width < 10 and (values >= np.uint64(1 << (7 * width))).any():
@@ -67,8 +70,6 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     per_feature = []
     for name in names:
         array = features[name]
-        if array.size and array.min() < 0:
-            raise ValueError(f"feature {name} holds negative values; only ids and masks are written")
         constant = array.size and (array == array.flat[0]).all()
         if constant:  # e.g. an all-ones attention mask: encode one row, reuse it
             entry = _feature_entry(name, _packed_varints(array[:1])[0])

@@ -3,8 +3,9 @@
 A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>` the exact number of records,
 as the reference's `-\\d+-(\\d+)\\.tfrecord` regex expects) and a `manifest.json` written last,
 so a split with a manifest is complete. While a job runs, a small hidden progress file says
-how many full shards are written and where the corpus stood when the last one was; a re-run
-with the same settings re-reads and checks those shards, keeps them, and restarts from there.
+how many full shards are written and where the corpus stood when the last one was (the example
+maker's counters); a re-run with the same settings re-reads and checks those shards, keeps them,
+and restarts from there.
 """
 
 import json
@@ -16,6 +17,7 @@ import numpy as np
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.sharding.storage import crc32c_base64
+from mlm_tpu.sharding.packing import Features
 from mlm_tpu.sharding.tfrecord import frame_records, iter_records, serialize_examples
 
 MANIFEST = "manifest.json"
@@ -43,10 +45,9 @@ class ShardInfo:
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """Where a job (re)starts: documents to skip, the tokens they held, full shards already kept."""
+    """Where a job (re)starts: the example maker's counters then (none: from the start), full shards kept."""
 
-    documents: int = 0
-    tokens: int = 0
+    counters: Optional[dict] = None
     shards: int = 0
     complete: bool = False
 
@@ -55,18 +56,23 @@ def _encode_json(payload: dict) -> bytes:
     return (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()
 
 
-class ShardWriter:
-    """Collects fixed-length chunks into shards of `shard_size` records and stores them."""
+def _concatenate(parts: List[Features]) -> Features:
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
-    def __init__(self, storage, prefix: str, shard_size: int, max_length: int, settings: Dict[str, object]):
+
+class ShardWriter:
+    """Collects fixed-length examples into shards of `shard_size` records and stores them."""
+
+    def __init__(self, storage, prefix: str, shard_size: int, feature_lengths: Dict[str, int],
+                 settings: Dict[str, object]):
         self.storage = storage
         self.prefix = prefix
         self.shard_size = shard_size
-        self.max_length = max_length
+        self.feature_lengths = feature_lengths
         self.settings = settings
         self.shards: List[ShardInfo] = []
         self.manifest: Optional[dict] = None  # set once the split is complete
-        self._pending: List[np.ndarray] = []
+        self._pending: List[Features] = []
         self._pending_rows = 0
 
     # Starting: fresh, resumed, or already complete.
@@ -120,54 +126,56 @@ class ShardWriter:
         kept = [self._verify(shard_name(self.prefix, index, self.shard_size), self.shard_size)
                 for index in range(progress["shards"])]
         if None in kept:  # a shard the progress file counts is gone or damaged: start the split over
-            kept, progress = [], {"documents": 0, "tokens": 0}
+            kept, progress = [], {"counters": None}
         self.shards = kept
         for name in set(ours) - {shard.name for shard in kept} - {progress_name(self.prefix)}:
             self.storage.delete(name)  # shards past the last recorded one, half-written temp files
-        return ResumePoint(documents=progress["documents"], tokens=progress["tokens"], shards=len(kept))
+        return ResumePoint(counters=progress["counters"], shards=len(kept))
+
+    @property
+    def records(self) -> int:
+        """Examples taken so far, written or waiting for their shard."""
+        return sum(shard.count for shard in self.shards) + self._pending_rows
 
     # Writing.
-    def add(self, chunks: np.ndarray, documents_before_batch: int, tokens_before_batch: int) -> None:
-        """Queue chunks; write every full shard now possible.
+    def add(self, examples: Features, counters_before_batch: dict) -> None:
+        """Queue examples; write every full shard now possible.
 
-        The position before the batch that brought the chunks is what a re-run restarts from:
-        the corpus is re-read from there and the tokens already in shards are skipped.
+        The counters from before the batch that brought the examples are what a re-run restarts
+        from: the corpus is re-read from there and the units already in shards are skipped.
         """
-        if len(chunks):
-            self._pending.append(chunks)
-            self._pending_rows += len(chunks)
+        rows = len(examples["input_ids"])
+        if rows:
+            self._pending.append(examples)
+            self._pending_rows += rows
         while self._pending_rows >= self.shard_size:
-            rows = np.concatenate(self._pending)
-            self._write(rows[:self.shard_size])
+            pending = _concatenate(self._pending)
+            self._write({name: array[:self.shard_size] for name, array in pending.items()})
             self.storage.write(progress_name(self.prefix), _encode_json(
-                {"settings": self.settings, "shards": len(self.shards), "documents": documents_before_batch,
-                 "tokens": tokens_before_batch}))
-            rest = rows[self.shard_size:]
-            self._pending, self._pending_rows = ([rest] if len(rest) else []), len(rest)
+                {"settings": self.settings, "shards": len(self.shards), "counters": counters_before_batch}))
+            rest = {name: array[self.shard_size:] for name, array in pending.items()}
+            self._pending_rows = len(rest["input_ids"])
+            self._pending = [rest] if self._pending_rows else []
 
-    def _write(self, rows: np.ndarray) -> None:
-        records = serialize_examples({"input_ids": rows, "attention_mask": np.ones_like(rows)})
-        data = frame_records(records)
-        name = shard_name(self.prefix, len(self.shards), len(rows))
+    def _write(self, examples: Features) -> None:
+        rows = len(examples["input_ids"])
+        data = frame_records(serialize_examples(examples))
+        name = shard_name(self.prefix, len(self.shards), rows)
         self.storage.write(name, data)
-        self.shards.append(ShardInfo(name, len(rows), len(data), crc32c_base64(data)))
+        self.shards.append(ShardInfo(name, rows, len(data), crc32c_base64(data)))
 
-    def finish(self, totals: Dict[str, int]) -> dict:
+    def finish(self, totals: Dict[str, object]) -> dict:
         """Write the last, shorter shard and then the manifest; return the manifest."""
         if self._pending_rows:
-            self._write(np.concatenate(self._pending))
+            self._write(_concatenate(self._pending))
             self._pending, self._pending_rows = [], 0
-        records = sum(shard.count for shard in self.shards)
-        if not records:
-            raise UserError(f"the corpus gave {totals['corpus_tokens']:,} tokens, fewer than one example of "
-                            f"--max-length {self.max_length}: nothing was written; use more text or a "
-                            "smaller --max-length")
+        records = self.records
         manifest = {
             "settings": self.settings,
-            "features": {"input_ids": "int64", "attention_mask": "int64"},
+            "features": {name: {"dtype": "int64", "length": length} for name, length in self.feature_lengths.items()},
             **totals,
             "records": records,
-            "tokens": records * self.max_length,
+            "tokens": records * self.feature_lengths["input_ids"],
             "shards": [asdict(shard) for shard in self.shards],
         }
         self.storage.write(MANIFEST, _encode_json(manifest))
