@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 from transformers import DataCollatorForLanguageModeling, TFAutoModelForMaskedLM, create_optimizer  # noqa: E402
 
-from mlm_tpu.data import build_dataset, find_shards  # noqa: E402
+from mlm_tpu.data import build_dataset, find_shards, masked_lm_features  # noqa: E402
 from mlm_tpu.masking import MlmMasker  # noqa: E402
 from mlm_tpu.metrics import MaskedAccuracy  # noqa: E402
 from mlm_tpu.model_config import config_for  # noqa: E402
@@ -57,7 +57,7 @@ def reference_dataset(shards, tokenizer, batch_size):
 
 
 def our_dataset(shards, tokenizer, batch_size):
-    return build_dataset(shards, MAX_LENGTH, batch_size, MlmMasker(tokenizer, 0.15, seed=0), shuffle=True, seed=0,
+    return build_dataset(shards, batch_size, MlmMasker(tokenizer, 0.15, seed=0), shuffle=True, seed=0,
                          repeat=True)
 
 
@@ -111,7 +111,7 @@ def main() -> None:
                          "--max-length", str(MAX_LENGTH), "--output-dir", shards_dir]):
             subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
         tokenizer = load_tokenizer(str(tokenizer_dir))
-        shards = find_shards(str(shards_dir / "train"), MAX_LENGTH)
+        shards = find_shards(str(shards_dir / "train"), masked_lm_features(MAX_LENGTH))
         config = config_for(args.model_config, tokenizer, MAX_LENGTH)
         tokens_per_step = args.batch_size * MAX_LENGTH
         print(f"RoBERTa '{args.model_config}' ({config.num_hidden_layers} layers, hidden {config.hidden_size}), "

@@ -17,6 +17,11 @@ def add_flag(parser: argparse.ArgumentParser, name: str, *more_names: str, **kwa
     return parser.add_argument(*names, *[u for u in underscored if u not in names], **kwargs)
 
 
+def log(message: str) -> None:
+    """A progress line for the user, on stderr (stdout is for results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def run_command(main: Callable[[Optional[Sequence[str]]], None], argv: Optional[Sequence[str]] = None) -> None:
     """Run a command's `main`; a `UserError` becomes one `error:` line on stderr and exit code 2."""
     try:

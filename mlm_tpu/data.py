@@ -2,13 +2,18 @@
 
 list shards -> counts from names (checked against manifest.json when there is one) -> this
 input pipeline's share of the files -> shuffle files -> TFRecordDataset (parallel reads) ->
-assert_cardinality -> shuffle -> batch (drop_remainder) -> decode (fixed length) and mask ->
-prefetch. Shapes are fixed all the way, as TPUs need. Records are shuffled still serialized
-and decoded a batch at a time (`parse_example`): about twice the examples/s of decoding them
-one by one before shuffling, with the same result.
+assert_cardinality -> shuffle -> batch (drop_remainder) -> decode (fixed length) and transform
+(mask, for masked-LM) -> prefetch. Shapes are fixed all the way, as TPUs need. Records are
+shuffled still serialized and decoded a batch at a time (`parse_example`): about twice the
+examples/s of decoding them one by one before shuffling, with the same result.
+
+Masked-LM shards hold input_ids and attention_mask; text-to-text shards add labels (of their own
+length). Which features a folder holds, and their lengths, come from its manifest, or else from
+the first record of each shard.
 """
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
@@ -16,34 +21,57 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.masking import IGNORE_INDEX
+from mlm_tpu.labels import IGNORE_INDEX
 from mlm_tpu.sharding.tfrecord import iter_records
 from mlm_tpu.sharding.writer import SHARD_COUNT
 
-FEATURES = ("input_ids", "attention_mask")
+LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "labels": ("--max-target-length", "targets")}
+
+
+def masked_lm_features(max_length: Optional[int]) -> Dict[str, Optional[int]]:
+    """What masked-LM shards hold: feature -> length (None: whatever the shards say)."""
+    return {"input_ids": max_length, "attention_mask": max_length}
+
+
+def text2text_features(max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
+    """What text-to-text shards hold: inputs of one length, labels of another."""
+    return {**masked_lm_features(max_length), "labels": max_target_length}
 
 
 @dataclass(frozen=True)
 class ShardSet:
-    """The shards of one split, how many records each holds, and the tokens per example."""
+    """The shards of one split, how many records each holds, and each feature's length."""
 
     files: List[str]
     counts: List[int]
-    length: int
+    features: Dict[str, int]
 
     @property
     def records(self) -> int:
         return sum(self.counts)
 
+    @property
+    def length(self) -> int:
+        """Tokens per example (per input, for text-to-text)."""
+        return self.features["input_ids"]
+
     def share(self, pipeline: int, pipelines: int) -> "ShardSet":
         """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
-        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.length)
+        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.features)
+
+    def manifest(self) -> Optional[dict]:
+        """The folder's manifest.json, when it has one."""
+        path = f"{os.path.dirname(self.files[0])}/manifest.json"
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "r") as stream:
+            return json.load(stream)
 
 
-def find_shards(location: str, max_length: Optional[int], flag: str = "--train-dataset") -> ShardSet:
+def find_shards(location: str, lengths: Dict[str, Optional[int]], flag: str = "--train-dataset") -> ShardSet:
     """The shards under a folder (or matching a glob), with their counts, checked before any work starts.
 
-    `max_length` None accepts whatever length the shards hold (it is then read from them).
+    `lengths` names the features the caller needs and their lengths; None accepts whatever the shards hold.
     """
     pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
     try:
@@ -59,43 +87,62 @@ def find_shards(location: str, max_length: Optional[int], flag: str = "--train-d
             raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
                             "<prefix>-<index>-<count>.tfrecord")
         counts.append(int(match.group(1)))
-    length = _example_length(files, counts, flag)
-    if max_length is not None and length != max_length:
-        raise UserError(f"{flag}: the shards in {os.path.dirname(files[0])} hold {length}-token examples, not "
-                        f"--max-length {max_length}; pass --max-length {length} or re-shard")
-    return ShardSet(files, counts, length)
+    shards = ShardSet(files, counts, {})
+    features = _feature_lengths(shards, flag)
+    _check_features(features, lengths, flag, os.path.dirname(files[0]))
+    return ShardSet(files, counts, {name: features[name] for name in lengths})
 
 
-def _example_length(files: List[str], counts: List[int], flag: str) -> int:
-    """Tokens per example: from the manifest when there is one, else from each shard's first record."""
-    folder = os.path.dirname(files[0])
-    manifest_path = f"{folder}/manifest.json"
-    if tf.io.gfile.exists(manifest_path):
-        with tf.io.gfile.GFile(manifest_path, "r") as stream:
-            manifest = json.load(stream)
+def _feature_lengths(shards: ShardSet, flag: str) -> Dict[str, int]:
+    """Each feature's length: from the manifest when there is one, else from each shard's first record."""
+    folder = os.path.dirname(shards.files[0])
+    manifest = shards.manifest()
+    if manifest is not None:
         listed = {entry["name"]: entry["count"] for entry in manifest["shards"]}
-        if listed != {os.path.basename(path): count for path, count in zip(files, counts)}:
+        if listed != {os.path.basename(path): count for path, count in zip(shards.files, shards.counts)}:
             raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
                             "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
-        return manifest["settings"]["max_length"]
-    lengths = {path: _first_record_length(path) for path in files}
-    if len(set(lengths.values())) > 1:
-        raise UserError(f"{flag}: the shards in {folder} hold examples of different lengths "
-                        f"({', '.join(f'{os.path.basename(p)}: {n}' for p, n in lengths.items())}); re-shard")
-    return lengths[files[0]]
+        return {name: feature["length"] for name, feature in manifest["features"].items()}
+    found = {path: _first_record_lengths(path) for path in shards.files}
+    if len({tuple(sorted(lengths.items())) for lengths in found.values()}) > 1:
+        described = "; ".join(f"{os.path.basename(path)}: " + ", ".join(f"{name} {length}" for name, length in
+                                                                        lengths.items())
+                              for path, lengths in found.items())
+        raise UserError(f"{flag}: the shards in {folder} hold examples of different lengths ({described}); re-shard")
+    return found[shards.files[0]]
 
 
-def _first_record_length(path: str) -> int:
+def _first_record_lengths(path: str) -> Dict[str, int]:
     try:
         record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as error:
         raise UserError(f"cannot read {path}: {error.message.splitlines()[0]}") from None
     if record is None:
         raise UserError(f"{path} is empty although its name counts records; re-shard")
-    example = tf.train.Example.FromString(record.numpy())
-    if "input_ids" not in example.features.feature:
-        raise UserError(f"{path} has no input_ids feature; it was not made by a masked-LM sharder")
-    return len(example.features.feature["input_ids"].int64_list.value)
+    features = tf.train.Example.FromString(record.numpy()).features.feature
+    if "input_ids" not in features:
+        raise UserError(f"{path} has no input_ids feature; it was not made by `python -m mlm_tpu.shard` or the "
+                        "reference sharder")
+    return {name: len(feature.int64_list.value) for name, feature in sorted(features.items())}
+
+
+def _check_features(found: Dict[str, int], wanted: Dict[str, Optional[int]], flag: str, folder: str) -> None:
+    """Refuse shards of the other kind (masked-LM vs text-to-text) or of other lengths than the flags say."""
+    if "labels" in found and "labels" not in wanted:
+        raise UserError(f"{flag}: the shards in {folder} are text-to-text examples (they hold labels); train them "
+                        "with --head t5")
+    missing = [name for name in wanted if name not in found]
+    if missing == ["labels"]:
+        raise UserError(f"{flag}: the shards in {folder} are masked-LM examples (no labels); make text-to-text "
+                        "shards with `python -m mlm_tpu.shard --task text2text`")
+    if missing:
+        raise UserError(f"{flag}: the shards in {folder} have no {' and no '.join(missing)} feature; re-shard them "
+                        "with `python -m mlm_tpu.shard`")
+    for name, length in wanted.items():
+        if length is not None and found[name] != length:
+            length_flag, what = LENGTH_FLAGS[name]
+            raise UserError(f"{flag}: the shards in {folder} hold {found[name]}-token {what}, not {length_flag} "
+                            f"{length}; pass {length_flag} {found[name]} or re-shard")
 
 
 def find_corrupt_shard(shards: ShardSet) -> Optional[str]:
@@ -111,23 +158,26 @@ def find_corrupt_shard(shards: ShardSet) -> Optional[str]:
     return None
 
 
-def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Callable, *, shuffle: bool,
+def build_dataset(shards: ShardSet, batch_size: int, transform: Optional[Callable], *, shuffle: bool,
                   seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False,
                   pad_endlessly: bool = False) -> tf.data.Dataset:
-    """Batches of `{input_ids, attention_mask, labels}`, int32, shape [batch_size, max_length].
+    """Batches of `{input_ids, attention_mask, labels}`, int32, shape [batch_size, feature length].
 
+    `transform(batch_number, batch)` turns the decoded features into the model's inputs (the
+    masker makes masked-LM labels); None passes text-to-text batches, labels included, as they are.
     `pad_endlessly` (evaluation): keep the last partial batch, filled up with unscored rows
     (labels all -100), then yield unscored batches forever. Every example counts exactly once,
-    shapes stay fixed, and every replica can take the same number of steps.
+    shapes stay fixed, and every replica can take the same number of steps (`evaluation_steps`).
     """
     files = tf.data.Dataset.from_tensor_slices(shards.files)
     if shuffle:
         files = files.shuffle(len(shards.files), seed=seed, reshuffle_each_iteration=True)
-    schema = {name: tf.io.FixedLenFeature([max_length], tf.int64) for name in FEATURES}
+    schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
 
-    def decode_and_mask(batch_number, records):
+    def decode_and_transform(batch_number, records):
         examples = tf.io.parse_example(records, schema)
-        return masker(batch_number, {name: tf.cast(examples[name], tf.int32) for name in FEATURES})
+        batch = {name: tf.cast(values, tf.int32) for name, values in examples.items()}
+        return transform(batch_number, batch) if transform else batch
 
     dataset = tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(shards.records))
@@ -136,7 +186,7 @@ def build_dataset(shards: ShardSet, max_length: int, batch_size: int, masker: Ca
     if repeat:
         dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=not pad_endlessly)
-    dataset = dataset.enumerate().map(decode_and_mask, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.enumerate().map(decode_and_transform, num_parallel_calls=tf.data.AUTOTUNE)
     if pad_endlessly:
         dataset = dataset.map(lambda batch: _fill_batch(batch, batch_size))
         no_rows = {name: tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in dataset.element_spec.items()}
@@ -156,15 +206,26 @@ def _fill_batch(batch: Dict[str, tf.Tensor], batch_size: int) -> Dict[str, tf.Te
     return {name: fill(name, tensor) for name, tensor in batch.items()}
 
 
-def distributed_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, max_length: int,
-                        per_replica_batch_size: int, make_masker: Callable[[int], Callable], *, shuffle: bool,
-                        seed: int, shuffle_buffer_size: int = 2**18, repeat: bool = False, pad_endlessly: bool = False):
-    """One input pipeline per host, each reading its own files, batched per replica."""
+def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy) -> int:
+    """Steps for every replica to see every example: the input pipeline with the most batches decides."""
+    pipelines = getattr(strategy.extended, "num_hosts", 1)
+    replicas_per_pipeline = strategy.num_replicas_in_sync // pipelines
+    per_step = per_replica_batch_size * replicas_per_pipeline
+    return max(math.ceil(shards.share(pipeline, pipelines).records / per_step) for pipeline in range(pipelines))
+
+
+def distributed_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, per_replica_batch_size: int,
+                        make_transform: Callable[[int], Optional[Callable]], *, shuffle: bool, seed: int,
+                        shuffle_buffer_size: int = 2**18, repeat: bool = False, pad_endlessly: bool = False):
+    """One input pipeline per host, each reading its own files, batched per replica.
+
+    `make_transform(seed)` gives each pipeline its transform (masker) seeded by its own seed.
+    """
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         pipeline = context.input_pipeline_id
-        return build_dataset(shards.share(pipeline, context.num_input_pipelines), max_length, per_replica_batch_size,
-                             make_masker(seed + pipeline), shuffle=shuffle, seed=seed + pipeline,
+        return build_dataset(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
+                             make_transform(seed + pipeline), shuffle=shuffle, seed=seed + pipeline,
                              shuffle_buffer_size=shuffle_buffer_size, repeat=repeat, pad_endlessly=pad_endlessly)
 
     return strategy.distribute_datasets_from_function(dataset_fn)

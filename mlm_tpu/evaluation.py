@@ -15,10 +15,12 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import TFAutoModelForMaskedLM
 
-from mlm_tpu.data import distributed_dataset, find_corrupt_shard, find_shards
+from mlm_tpu.data import distributed_dataset, evaluation_steps, find_corrupt_shard, find_shards, masked_lm_features
 from mlm_tpu.errors import UserError
 from mlm_tpu.hardware_flags import wants_bf16
-from mlm_tpu.masking import IGNORE_INDEX, MlmMasker
+from mlm_tpu.heads import DEFAULT_MLM_PROBABILITY
+from mlm_tpu.labels import IGNORE_INDEX
+from mlm_tpu.masking import MlmMasker
 from mlm_tpu.pretrained import load_pretrained
 from mlm_tpu.strategy import describe, select_strategy
 
@@ -38,14 +40,6 @@ class MaskedLmScores:
         loss = loss_sum / masked_tokens if masked_tokens else float("nan")
         return cls(examples, int(masked_tokens), loss, math.exp(loss) if masked_tokens else float("nan"),
                    correct / masked_tokens if masked_tokens else float("nan"))
-
-
-def evaluation_steps(shards, per_replica_batch_size: int, strategy) -> int:
-    """Steps for every replica to see every example: the input pipeline with the most batches decides."""
-    pipelines = getattr(strategy.extended, "num_hosts", 1)
-    replicas_per_pipeline = strategy.num_replicas_in_sync // pipelines
-    per_step = per_replica_batch_size * replicas_per_pipeline
-    return max(math.ceil(shards.share(pipeline, pipelines).records / per_step) for pipeline in range(pipelines))
 
 
 def masked_lm_sums(model, batch):
@@ -78,15 +72,21 @@ def evaluate_masked_lm(strategy, model, dataset, steps: int, compile_for_tpu: bo
     return totals
 
 
-def run_evaluation(args: argparse.Namespace) -> MaskedLmScores:
-    """Everything `python -m mlm_tpu.evaluate` does between parsing its flags and printing."""
+def evaluation_strategy(args: argparse.Namespace) -> tf.distribute.Strategy:
+    """The strategy and precision the evaluate command's hardware flags ask for; deterministic off TPUs."""
     transformers.logging.set_verbosity_error()
     strategy = select_strategy(args.tpu, args.tpu_zone, args.gcp_project, args.cpu_replicas)
     if args.tpu is None:
         tf.config.experimental.enable_op_determinism()  # the same figures on every run, to the last digit
     if wants_bf16(args):
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    shards = find_shards(args.eval_dataset, args.max_length, "--eval-dataset")
+    return strategy
+
+
+def run_evaluation(args: argparse.Namespace) -> MaskedLmScores:
+    """Everything `python -m mlm_tpu.evaluate` does for a masked LM between parsing its flags and printing."""
+    strategy = evaluation_strategy(args)
+    shards = find_shards(args.eval_dataset, masked_lm_features(args.max_length), "--eval-dataset")
     with strategy.scope():
         model, tokenizer = load_pretrained(args.model, TFAutoModelForMaskedLM)
     positions = getattr(model.config, "max_position_embeddings", None)
@@ -98,8 +98,9 @@ def run_evaluation(args: argparse.Namespace) -> MaskedLmScores:
           f"({len(shards.files)} shard{'s' if len(shards.files) != 1 else ''}) on {describe(strategy)}: {steps} steps, "
           f"masking seed {args.seed}",
           file=sys.stderr, flush=True)
-    dataset = distributed_dataset(strategy, shards, shards.length, args.per_replica_batch_size,
-                                  lambda seed: MlmMasker(tokenizer, args.mlm_probability, seed), shuffle=False,
+    dataset = distributed_dataset(strategy, shards, args.per_replica_batch_size,
+                                  lambda seed: MlmMasker(tokenizer, args.mlm_probability or DEFAULT_MLM_PROBABILITY,
+                                                         seed), shuffle=False,
                                   seed=args.seed, pad_endlessly=True)
     try:
         with tqdm(total=steps, desc="evaluating", unit=" steps", file=sys.stderr) as progress:

@@ -13,8 +13,6 @@ from typing import Dict
 import tensorflow as tf
 from transformers import DataCollatorForLanguageModeling
 
-IGNORE_INDEX = -100  # labels where no loss is taken
-
 
 class _StatelessDraws:
     """Stands in for `tf.random.Generator` in `tf_mask_tokens`: each draw depends only on its key."""

@@ -3,7 +3,7 @@
 import tensorflow as tf
 import tf_keras as keras
 
-from mlm_tpu.masking import IGNORE_INDEX
+from mlm_tpu.labels import IGNORE_INDEX
 
 
 class MaskedAccuracy(keras.metrics.Metric):

@@ -1,9 +1,14 @@
 """Shared fixtures: the real WikiText text from ../shared, and running our commands for real."""
 
+import csv
+import json
 import os
+import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import List
 
 import pytest
@@ -76,5 +81,118 @@ def trained_mlm(tmp_path_factory, shards, wikitext_tokenizer):
                        wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate",
                        "3e-3", "--output-dir", output_dir, "--per-replica-batch-size", 16, "--num-epochs", 3,
                        "--logging-steps", 5)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output_dir, result
+
+
+# Text-to-text (T5): synthetic tasks a tiny model learns in a minute on the CPU, made from real WikiText words.
+CLASSES = {"low": "sloppy", "good": "decent", "high": "excellent"}  # label -> the word in the input that gives it away
+T5_MAX_LENGTH, T5_MAX_TARGET_LENGTH = 48, 4
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def quality_rows(words, count, seed):
+    """Questions with a title and a body; the body holds the word that gives the label away."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        label = rng.choice(sorted(CLASSES))
+        body = rng.sample(words, rng.randint(4, 40))  # the longest inputs are cut to their head and tail
+        body.insert(rng.randint(0, len(body)), CLASSES[label])
+        rows.append({"title": " ".join(rng.sample(words, 4)), "body": " ".join(body), "label": label})
+    return rows
+
+
+@pytest.fixture(scope="session")
+def t5_data(tmp_path_factory, wikitext_path):
+    """A T5 tokenizer (trained by the real command on WikiText and the task's text) and the classification rows."""
+    folder = tmp_path_factory.mktemp("t5-data")
+    counts = Counter(w for w in wikitext_path.read_text(encoding="utf-8").split() if w.isalpha() and w.islower())
+    words = sorted(word for word, _ in counts.most_common(400) if word not in CLASSES.values())
+    splits = {"train": quality_rows(words, 600, seed=1), "validation": quality_rows(words, 150, seed=2)}
+    for split, rows in splits.items():
+        write_jsonl(folder / f"quality-{split}.jsonl", rows)
+    corpus = folder / "tokenizer-corpus.txt"
+    task_lines = [line for row in splits["train"] for line in (row["title"], row["body"])]
+    labels = [label for label in CLASSES for _ in range(1000)]  # so that every label is one piece
+    corpus.write_text(wikitext_path.read_text(encoding="utf-8") + "\n".join(task_lines + labels) + "\n",
+                      encoding="utf-8")
+    tokenizer_dir = folder / "t5-tokenizer"
+    result = run_module("mlm_tpu.tokenizer", "train", "--template", "t5", "--text-files", str(corpus),
+                        "--vocab-size", "3000", "--output-dir", str(tokenizer_dir))
+    assert result.returncode == 0, result.stderr
+    return SimpleNamespace(folder=folder, tokenizer=tokenizer_dir, words=words)
+
+
+def shard_text2text(tokenizer, files, output_dir, split, *flags):
+    result = run_module("mlm_tpu.shard", "--task", "text2text", "--tokenizer", str(tokenizer), "--text-files",
+                        *map(str, files), "--split", split, "--output-dir", str(output_dir), *map(str, flags))
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="session")
+def quality_shards(t5_data, tmp_path_factory):
+    """The 3-class task as text-to-text shards: "quality: title\\nbody" -> low / high / none."""
+    output_dir = tmp_path_factory.mktemp("quality-shards")
+    for split in ("train", "validation"):
+        shard_text2text(t5_data.tokenizer, [t5_data.folder / f"quality-{split}.jsonl"], output_dir, split,
+                        "--input-column", "title", "--input-column", "body", "--target-column", "label",
+                        "--source-prefix", "quality:", "--max-length", T5_MAX_LENGTH, "--max-target-length",
+                        T5_MAX_TARGET_LENGTH, "--shard-size", 200)
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def copy_shards(t5_data, tmp_path_factory):
+    """A generation task from CSV files: copy the two-word span (a word of one set, then one of another) out of
+    filler words."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(t5_data.tokenizer)
+    whole = [w for w in t5_data.words if len(w) > 2 and len(tokenizer(w, add_special_tokens=False)["input_ids"]) == 1]
+    first, second, filler = whole[:10], whole[10:20], whole[20:60]
+    output_dir = tmp_path_factory.mktemp("copy-shards")
+    for split, count, seed in (("train", 2000, 3), ("validation", 100, 4)):
+        rng = random.Random(seed)
+        path = t5_data.folder / f"copy-{split}.csv"
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            writer = csv.writer(stream)
+            writer.writerow(["source", "target"])
+            for _ in range(count):
+                words = rng.choices(filler, k=rng.randint(3, 7))
+                span = [rng.choice(first), rng.choice(second)]
+                at = rng.randint(0, len(words))
+                writer.writerow([" ".join(words[:at] + span + words[at:]), " ".join(span)])
+        shard_text2text(t5_data.tokenizer, [path], output_dir, split, "--input-column", "source", "--target-column",
+                        "target", "--source-prefix", "copy:", "--max-length", 16, "--max-target-length", 4,
+                        "--shard-size", 1000)
+    return output_dir
+
+
+def t5_flags(shards, tokenizer, output_dir, task):
+    return ["--head", "t5", "--task", task, "--train-dataset", shards / "train", "--eval-dataset",
+            shards / "validation", "--tokenizer", tokenizer, "--model-config", "t5-tiny", "--learning-rate", "3e-3",
+            "--per-replica-batch-size", 16, "--output-dir", output_dir]
+
+
+@pytest.fixture(scope="session")
+def trained_classifier(tmp_path_factory, quality_shards, t5_data):
+    """A tiny T5 trained from scratch on the 3-class task by the real `python train.py --head t5`; (folder, run)."""
+    output_dir = tmp_path_factory.mktemp("t5-classifier") / "model"
+    result = run_train(*t5_flags(quality_shards, t5_data.tokenizer, output_dir, "classification"), "--num-epochs", 12)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output_dir, result
+
+
+@pytest.fixture(scope="session")
+def trained_copier(tmp_path_factory, copy_shards, t5_data):
+    """A tiny T5 trained from scratch to copy spans; (folder, run)."""
+    output_dir = tmp_path_factory.mktemp("t5-copier") / "model"
+    result = run_train(*t5_flags(copy_shards, t5_data.tokenizer, output_dir, "generation"), "--num-epochs", 3)
     assert result.returncode == 0, result.stderr[-3000:]
     return output_dir, result

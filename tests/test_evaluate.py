@@ -31,14 +31,14 @@ def test_figures_match_a_hand_computation(scores, trained_mlm, shards):
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
     from transformers import AutoTokenizer, TFAutoModelForMaskedLM
 
-    from mlm_tpu.data import build_dataset, find_shards
+    from mlm_tpu.data import build_dataset, find_shards, masked_lm_features
     from mlm_tpu.masking import MlmMasker
 
     model = TFAutoModelForMaskedLM.from_pretrained(trained_mlm[0])
     tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])
-    shard_set = find_shards(str(shards / "validation"), MAX_LENGTH)
+    shard_set = find_shards(str(shards / "validation"), masked_lm_features(MAX_LENGTH))
     steps = math.ceil(shard_set.records / 8)
-    batches = build_dataset(shard_set, MAX_LENGTH, 8, MlmMasker(tokenizer, 0.15, seed=42), shuffle=False, seed=42,
+    batches = build_dataset(shard_set, 8, MlmMasker(tokenizer, 0.15, seed=42), shuffle=False, seed=42,
                             pad_endlessly=True).take(steps)
     loss_sum = masked = correct = 0.0
     rows = 0
@@ -74,3 +74,24 @@ def test_the_table_form_and_bad_input(trained_mlm, shards, tmp_path):
     assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", tmp_path), "no shards")
     assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--max-length", 32),
                       "64-token examples")
+
+
+def test_t5_models_are_scored_on_the_task_they_were_trained_for(trained_classifier, quality_shards, trained_copier,
+                                                                copy_shards, shards):
+    classifier = evaluate("--model", trained_classifier[0], "--eval-dataset", quality_shards / "validation",
+                          "--per-replica-batch-size", 16, "--json")
+    assert classifier.returncode == 0, classifier.stderr[-3000:]
+    scores = json.loads(classifier.stdout)
+    best = json.loads((trained_classifier[0] / "best_model.json").read_text())
+    assert scores["task"] == "classification" and scores["accuracy"] == pytest.approx(best["value"], abs=1e-6)
+    assert {"macro_f1", "low_precision", "good_recall", "high_f1"} <= set(scores)
+
+    copier = evaluate("--model", trained_copier[0], "--eval-dataset", copy_shards / "validation")
+    assert copier.returncode == 0, copier.stderr[-3000:]
+    table = dict(line.split() for line in copier.stdout.splitlines())
+    assert set(table) == {"exact_match", "f1", "rouge1", "rouge2", "rougeL"} and float(table["exact_match"]) > 0.5
+
+    assert_user_error(evaluate("--model", trained_classifier[0], "--eval-dataset", shards / "validation"),
+                      "masked-LM examples")
+    assert_user_error(evaluate("--model", trained_classifier[0], "--eval-dataset", quality_shards / "validation",
+                               "--mlm-probability", 0.2), "--mlm-probability is for masked LMs")

@@ -50,4 +50,4 @@ def test_a_folder_that_is_not_a_model_and_bad_flags(tmp_path, trained_mlm):
     assert_user_error(predict("--model", tmp_path, SENTENCE), str(tmp_path), "no config.json")
     assert_user_error(predict("--model", tmp_path / "missing", SENTENCE), "no config.json")
     assert_user_error(predict("--model", trained_mlm[0], "--top-k", 0, SENTENCE), "--top-k")
-    assert_user_error(predict("--model", trained_mlm[0], stdin="\n"), "no sentences")
+    assert_user_error(predict("--model", trained_mlm[0], stdin="\n"), "no input", "[MASK]")

@@ -1,12 +1,12 @@
-"""`python -m mlm_tpu.predict [TASK] ...`: fill-mask (the default)."""
+"""`python -m mlm_tpu.predict [TASK] ...`: fill-mask (the default) or text2text (T5)."""
 
 import sys
 from typing import Optional, Sequence
 
 from mlm_tpu.cli import run_command
-from mlm_tpu.predict import fill_mask
+from mlm_tpu.predict import fill_mask, text2text
 
-TASKS = {"fill-mask": fill_mask.main}
+TASKS = {"fill-mask": fill_mask.main, "text2text": text2text.main}
 DEFAULT_TASK = "fill-mask"
 
 

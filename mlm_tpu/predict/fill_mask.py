@@ -8,11 +8,11 @@ hold several masks (each is predicted on its own).
 
 import argparse
 import json
-import sys
 from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.cli import add_flag
 from mlm_tpu.errors import UserError
+from mlm_tpu.predict.texts import read_texts
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 
@@ -31,16 +31,6 @@ def build_parser() -> argparse.ArgumentParser:
              help='One JSON object per sentence on stdout: {"sentence", "predictions": [[{"token", "token_str", '
                   '"score", "sequence"}, ...] per mask]}.')
     return parser
-
-
-def read_sentences(arguments: List[str]) -> List[str]:
-    """The sentences given as arguments, else the non-empty lines of stdin."""
-    sentences = arguments if arguments else ([] if sys.stdin.isatty() else sys.stdin.read().splitlines())
-    sentences = [sentence.strip() for sentence in sentences if sentence.strip()]
-    if not sentences:
-        raise UserError("no sentences: pass them as arguments or one per line on stdin, with [MASK] where a word "
-                        "is missing")
-    return sentences
 
 
 def with_mask_token(sentence: str, mask_token: str) -> str:
@@ -91,7 +81,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = build_parser().parse_args(argv)
     if args.top_k < 1:
         raise UserError(f"--top-k must be at least 1, not {args.top_k}")
-    sentences = read_sentences(args.sentences)
+    sentences = read_texts(args.sentences, "sentences with [MASK] where a word is missing")
 
     import transformers
     from transformers import TFAutoModelForMaskedLM, pipeline
