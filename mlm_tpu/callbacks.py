@@ -62,10 +62,6 @@ class _AlreadySaved:
     def __init__(self, model):
         self._model = model
 
-    @property
-    def __class__(self):  # the model card names the task from the model's class
-        return type(self._model)
-
     def __getattr__(self, name):
         return getattr(self._model, name)
 

@@ -2,11 +2,18 @@
 the best epoch kept, the device-side class path, pretrained weights, two CPU replicas, and bad input."""
 
 import json
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
-from conftest import CLASSES, assert_user_error, run_train, t5_flags
+from conftest import CLASSES, REPO_ROOT, assert_user_error, run_train, t5_flags
+from fake_hub import FakeHub
 
 VALIDATION_LINE = re.compile(r"^Epoch (\d+) validation: (.*)$", re.M)
 
@@ -132,3 +139,58 @@ def test_help_lists_the_t5_flags():
                  "--metric-for-best-model"]:
         assert flag in result.stdout, flag
     assert all(preset in result.stdout for preset in ("t5-tiny", "t5-small", "t5-base"))
+
+
+def unchanged_classifier_flags(trained_classifier, quality_shards, output_dir):
+    """Fine-tune the trained classifier with a learning rate too small to change it: every epoch scores the same."""
+    return ["--head", "t5", "--task", "classification", "--model-name-or-path", trained_classifier[0],
+            "--train-dataset", quality_shards / "train", "--eval-dataset", quality_shards / "validation",
+            "--per-replica-batch-size", 16, "--learning-rate", "1e-12", "--output-dir", output_dir]
+
+
+def test_a_killed_run_resumes_and_still_compares_against_the_best_epoch_before_the_kill(
+        trained_classifier, quality_shards, tmp_path):
+    output_dir = tmp_path / "preempted"
+    flags = [*unchanged_classifier_flags(trained_classifier, quality_shards, output_dir), "--num-epochs", 4,
+             "--backup-steps", 10]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    with open(tmp_path / "first.log", "w") as log:
+        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=log, cwd=REPO_ROOT)
+        backup = output_dir / "backup" / "chief"
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline:  # kill in epoch 2, after epoch 1 was saved
+            if (output_dir / "best_model.json").exists() and backup.is_dir() and any(
+                    name.startswith("ckpt-5.") for name in os.listdir(backup)):
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+
+    rerun = run_train(*flags)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert re.search(r"Resuming from the backup at step \d+", rerun.stderr)
+    both = (tmp_path / "first.log").read_text() + rerun.stderr
+    assert both.count("is the best so far") == 1, both[-3000:]  # later epochs, resumed or not, are no better
+    assert "is not above epoch 1's" in rerun.stderr
+    assert json.loads((output_dir / "best_model.json").read_text())["epoch"] == 1
+
+
+def test_the_hub_gets_the_best_epoch_with_its_record_and_task_settings(trained_classifier, quality_shards,
+                                                                       tmp_path):
+    if not shutil.which("git-lfs"):
+        pytest.skip("git-lfs is not installed (scripts/setup.sh installs it when run as root)")
+    output_dir = tmp_path / "pushed"
+    with FakeHub(tmp_path / "hub") as hub:
+        result = run_train(*unchanged_classifier_flags(trained_classifier, quality_shards, output_dir),
+                           "--num-epochs", 2, "--hub-model-id", "tester/t5-quality",
+                           env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_test"})
+        assert result.returncode == 0, result.stderr[-3000:]
+        files = hub.git("tester/t5-quality", "ls-tree", "-r", "--name-only", "main").split()
+        assert {"config.json", "tf_model.h5", "tokenizer.json", "best_model.json", "README.md"} <= set(files)
+        pushed = json.loads(hub.git("tester/t5-quality", "show", "main:best_model.json"))
+        assert pushed == json.loads((output_dir / "best_model.json").read_text()) and pushed["epoch"] == 1
+        config = json.loads(hub.git("tester/t5-quality", "show", "main:config.json"))
+        assert config["task_specific_params"]["mlm_tpu_text2text"]["task"] == "classification"
+        assert "AdamWeightDecay" in hub.git("tester/t5-quality", "show", "main:README.md")  # the card saw the model
