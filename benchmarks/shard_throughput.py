@@ -60,11 +60,15 @@ def make_corpus(path: Path, minimum_bytes: int) -> None:
     path.write_text(text * -(-minimum_bytes // len(text.encode())), encoding="utf-8")
 
 
-def main() -> None:
+def subprocess_environment() -> dict:
+    """What every benchmarked command runs with: offline, quiet, this checkout first; WikiText must be there."""
     if not WIKITEXT.is_file():
         sys.exit(f"needs {WIKITEXT}")
-    python = sys.executable
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
+
+
+def main() -> None:
+    python, env = sys.executable, subprocess_environment()
     peaks = {}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)

@@ -11,13 +11,12 @@ Usage: python benchmarks/text2text_shard_throughput.py
 """
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from shard_throughput import ROOT, SMALL_BYTES, WIKITEXT, measure
+from shard_throughput import ROOT, SMALL_BYTES, WIKITEXT, measure, subprocess_environment
 
 PREFIX, MAX_LENGTH, MAX_TARGET_LENGTH = "summarize:", 512, 64
 
@@ -41,10 +40,7 @@ def make_rows(path: Path, minimum_bytes: int) -> int:
 
 
 def main() -> None:
-    if not WIKITEXT.is_file():
-        sys.exit(f"needs {WIKITEXT}")
-    python = sys.executable
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
+    python, env = sys.executable, subprocess_environment()
     peaks = {}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)

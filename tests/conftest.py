@@ -4,8 +4,10 @@ import csv
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -59,6 +61,25 @@ def run_train(*flags, **kwargs):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **kwargs.pop("env", {})}
     return subprocess.run([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], capture_output=True,
                           text=True, env=env, cwd=REPO_ROOT, timeout=600, **kwargs)
+
+
+def train_until_killed(flags, ready, stderr=subprocess.DEVNULL, timeout: float = 300) -> None:
+    """Start `python train.py flags`, and kill it (-9, as a preemption does) as soon as `ready()` is true."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO_ROOT)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline and not ready():
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+
+
+def backup_reached(output_dir: Path, checkpoint: int) -> bool:
+    """Whether BackupAndRestore has written its `checkpoint`-th backup."""
+    backup = output_dir / "backup" / "chief"
+    return backup.is_dir() and any(name.startswith(f"ckpt-{checkpoint}.") for name in os.listdir(backup))
 
 
 @pytest.fixture(scope="session")
@@ -180,19 +201,21 @@ def t5_flags(shards, tokenizer, output_dir, task):
             "--per-replica-batch-size", 16, "--output-dir", output_dir]
 
 
-@pytest.fixture(scope="session")
-def trained_classifier(tmp_path_factory, quality_shards, t5_data):
-    """A tiny T5 trained from scratch on the 3-class task by the real `python train.py --head t5`; (folder, run)."""
-    output_dir = tmp_path_factory.mktemp("t5-classifier") / "model"
-    result = run_train(*t5_flags(quality_shards, t5_data.tokenizer, output_dir, "classification"), "--num-epochs", 12)
+def train_t5(folder: Path, shards, tokenizer, task: str, epochs: int):
+    """A tiny T5 trained from scratch by the real `python train.py --head t5`; (folder, run)."""
+    output_dir = folder / "model"
+    result = run_train(*t5_flags(shards, tokenizer, output_dir, task), "--num-epochs", epochs)
     assert result.returncode == 0, result.stderr[-3000:]
     return output_dir, result
+
+
+@pytest.fixture(scope="session")
+def trained_classifier(tmp_path_factory, quality_shards, t5_data):
+    """The 3-class task, learned from scratch."""
+    return train_t5(tmp_path_factory.mktemp("t5-classifier"), quality_shards, t5_data.tokenizer, "classification", 12)
 
 
 @pytest.fixture(scope="session")
 def trained_copier(tmp_path_factory, copy_shards, t5_data):
-    """A tiny T5 trained from scratch to copy spans; (folder, run)."""
-    output_dir = tmp_path_factory.mktemp("t5-copier") / "model"
-    result = run_train(*t5_flags(copy_shards, t5_data.tokenizer, output_dir, "generation"), "--num-epochs", 3)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return output_dir, result
+    """Copying spans, learned from scratch."""
+    return train_t5(tmp_path_factory.mktemp("t5-copier"), copy_shards, t5_data.tokenizer, "generation", 3)

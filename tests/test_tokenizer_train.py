@@ -3,7 +3,6 @@
 import json
 import os
 
-import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from conftest import assert_user_error, run_module

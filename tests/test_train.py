@@ -4,14 +4,10 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train
+from conftest import MAX_LENGTH, assert_user_error, backup_reached, run_train, train_until_killed
 from fake_hub import FakeHub
 
 EPOCH_LINE = re.compile(r"- loss: ([\d.]+) - masked_accuracy: ([\d.e-]+)(?: - val_loss: ([\d.]+) - "
@@ -73,18 +69,7 @@ def test_a_killed_run_resumes_from_its_backup_and_finishes(shards, wikitext_toke
     output_dir = tmp_path / "preempted"
     flags = [*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 4,
              "--num-epochs", 3, "--backup-steps", 10]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_ROOT)
-    backup = output_dir / "backup" / "chief"
-    deadline = time.monotonic() + 300
-    while process.poll() is None and time.monotonic() < deadline:
-        if any(name.startswith("ckpt-3.") for name in (os.listdir(backup) if backup.is_dir() else [])):
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+    train_until_killed(flags, lambda: backup_reached(output_dir, 3))
 
     rerun = run_train(*flags)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

@@ -2,17 +2,12 @@
 the best epoch kept, the device-side class path, pretrained weights, two CPU replicas, and bad input."""
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import CLASSES, REPO_ROOT, assert_user_error, run_train, t5_flags
+from conftest import CLASSES, assert_user_error, backup_reached, run_train, t5_flags, train_until_killed
 from fake_hub import FakeHub
 
 VALIDATION_LINE = re.compile(r"^Epoch (\d+) validation: (.*)$", re.M)
@@ -153,20 +148,9 @@ def test_a_killed_run_resumes_and_still_compares_against_the_best_epoch_before_t
     output_dir = tmp_path / "preempted"
     flags = [*unchanged_classifier_flags(trained_classifier, quality_shards, output_dir), "--num-epochs", 4,
              "--backup-steps", 10]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
-    with open(tmp_path / "first.log", "w") as log:
-        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=log, cwd=REPO_ROOT)
-        backup = output_dir / "backup" / "chief"
-        deadline = time.monotonic() + 300
-        while process.poll() is None and time.monotonic() < deadline:  # kill in epoch 2, after epoch 1 was saved
-            if (output_dir / "best_model.json").exists() and backup.is_dir() and any(
-                    name.startswith("ckpt-5.") for name in os.listdir(backup)):
-                break
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+    with open(tmp_path / "first.log", "w") as log:  # killed in epoch 2, once epoch 1 was saved
+        train_until_killed(flags, lambda: (output_dir / "best_model.json").exists() and backup_reached(output_dir, 5),
+                           stderr=log)
 
     rerun = run_train(*flags)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
