@@ -25,7 +25,8 @@ from mlm_tpu.labels import IGNORE_INDEX
 from mlm_tpu.sharding.tfrecord import iter_records
 from mlm_tpu.sharding.writer import SHARD_COUNT
 
-LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "labels": ("--max-target-length", "targets")}
+LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
+                "labels": ("--max-target-length", "targets")}
 
 
 def masked_lm_features(max_length: Optional[int]) -> Dict[str, Optional[int]]:
@@ -102,7 +103,9 @@ def _feature_lengths(shards: ShardSet, flag: str) -> Dict[str, int]:
         if listed != {os.path.basename(path): count for path, count in zip(shards.files, shards.counts)}:
             raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
                             "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
-        return {name: feature["length"] for name, feature in manifest["features"].items()}
+        # mlm_tpu 0.1 listed only each feature's type; its features were all max_length long
+        return {name: feature["length"] if isinstance(feature, dict) else manifest["settings"]["max_length"]
+                for name, feature in manifest["features"].items()}
     found = {path: _first_record_lengths(path) for path in shards.files}
     if len({tuple(sorted(lengths.items())) for lengths in found.values()}) > 1:
         described = "; ".join(f"{os.path.basename(path)}: " + ", ".join(f"{name} {length}" for name, length in

@@ -147,3 +147,17 @@ def test_push_to_hub_callback_commits_config_weights_and_tokenizer(shards, wikit
         pointer = hub.git("tester/tiny-roberta", "show", "main:tf_model.h5")  # *.h5 goes through LFS, as on the Hub
         oid = re.search(r"^oid sha256:(\w+)$", pointer, re.M).group(1)
         assert (tmp_path / "hub" / "lfs" / oid).read_bytes() == (output_dir / "tf_model.h5").read_bytes()
+
+
+def test_shards_made_by_mlm_tpu_0_1_are_still_read(shards, tmp_path):
+    """Its manifest listed each feature's type only."""
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
+    from mlm_tpu.data import find_shards, masked_lm_features
+
+    old = tmp_path / "validation"
+    shutil.copytree(shards / "validation", old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["features"] = {"input_ids": "int64", "attention_mask": "int64"}
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    found = find_shards(str(old), masked_lm_features(None), "--eval-dataset")
+    assert found.features == {"input_ids": MAX_LENGTH, "attention_mask": MAX_LENGTH}
