@@ -41,11 +41,12 @@ def text2text_features(max_length: Optional[int], max_target_length: Optional[in
 
 @dataclass(frozen=True)
 class ShardSet:
-    """The shards of one split, how many records each holds, and each feature's length."""
+    """The shards of one split, how many records each holds, each feature's length, and the split's manifest."""
 
     files: List[str]
     counts: List[int]
     features: Dict[str, int]
+    manifest: Optional[dict] = None  # manifest.json, when the folder has one (the sharder's; others may not)
 
     @property
     def records(self) -> int:
@@ -58,15 +59,8 @@ class ShardSet:
 
     def share(self, pipeline: int, pipelines: int) -> "ShardSet":
         """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
-        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.features)
-
-    def manifest(self) -> Optional[dict]:
-        """The folder's manifest.json, when it has one."""
-        path = f"{os.path.dirname(self.files[0])}/manifest.json"
-        if not tf.io.gfile.exists(path):
-            return None
-        with tf.io.gfile.GFile(path, "r") as stream:
-            return json.load(stream)
+        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.features,
+                        self.manifest)
 
 
 def find_shards(location: str, lengths: Dict[str, Optional[int]], flag: str = "--train-dataset") -> ShardSet:
@@ -88,16 +82,24 @@ def find_shards(location: str, lengths: Dict[str, Optional[int]], flag: str = "-
             raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
                             "<prefix>-<index>-<count>.tfrecord")
         counts.append(int(match.group(1)))
-    shards = ShardSet(files, counts, {})
+    shards = ShardSet(files, counts, {}, _read_manifest(os.path.dirname(files[0])))
     features = _feature_lengths(shards, flag)
     _check_features(features, lengths, flag, os.path.dirname(files[0]))
-    return ShardSet(files, counts, {name: features[name] for name in lengths})
+    return ShardSet(files, counts, {name: features[name] for name in lengths}, shards.manifest)
+
+
+def _read_manifest(folder: str) -> Optional[dict]:
+    path = f"{folder}/manifest.json"
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as stream:
+        return json.load(stream)
 
 
 def _feature_lengths(shards: ShardSet, flag: str) -> Dict[str, int]:
     """Each feature's length: from the manifest when there is one, else from each shard's first record."""
     folder = os.path.dirname(shards.files[0])
-    manifest = shards.manifest()
+    manifest = shards.manifest
     if manifest is not None:
         listed = {entry["name"]: entry["count"] for entry in manifest["shards"]}
         if listed != {os.path.basename(path): count for path, count in zip(shards.files, shards.counts)}:

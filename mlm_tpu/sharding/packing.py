@@ -96,6 +96,7 @@ class ExampleMaker:
     unit_name: str  # what a unit is, for the speed in the log: "tokens", "rows"
     units_per_example: int
     feature_lengths: Dict[str, int]
+    encoder: BatchTokenizer  # its fingerprint says which tokenizer made the split
 
     def __init__(self):
         self.counters: Dict[str, object] = {"documents": 0, "units": 0}

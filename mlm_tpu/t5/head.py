@@ -65,7 +65,7 @@ class T5Head(Head):
         return text2text_features(args.max_length, args.max_target_length)
 
     def prepare(self, args: argparse.Namespace, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
-        manifest = train.manifest() or {}
+        manifest = train.manifest or {}
         self.settings = {"task": args.task, "source_prefix": manifest.get("settings", {}).get("source_prefix", ""),
                          "max_length": train.features["input_ids"]}
         if args.task == "classification":
@@ -100,7 +100,7 @@ class T5Head(Head):
 def _label_names(given: Optional[List[str]], train: ShardSet, evaluation: Optional[ShardSet]) -> List[str]:
     """--labels, else the targets the training shards' manifest counted; every target the manifests count
     must be among them."""
-    counted = {flag: (shards.manifest() or {}).get("target_counts") if shards else None
+    counted = {flag: (shards.manifest or {}).get("target_counts") if shards else None
                for flag, shards in (("--train-dataset", train), ("--eval-dataset", evaluation))}
     names = given or sorted(counted["--train-dataset"] or ())
     if not names:
