@@ -21,7 +21,8 @@ Predictions = List[List[Dict]]  # per masked position, the top-k candidates
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mlm_tpu.predict [fill-mask]", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="T5 models: python -m mlm_tpu.predict text2text --help")
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE",
                         help="Text with [MASK] (or <mask>) where a word is missing; none: read lines from stdin.")
     add_flag(parser, "--model", "--model-name-or-path", required=True,
