@@ -18,7 +18,7 @@ import numpy as np
 from mlm_tpu.cli import add_flag, log
 from mlm_tpu.errors import UserError
 from mlm_tpu.predict.texts import read_texts
-from mlm_tpu.sharding.text2text import head_and_tail, padded_rows
+from mlm_tpu.sharding.text2text import head_and_tail, padded_inputs
 
 DEFAULT_MAX_NEW_TOKENS = 32
 
@@ -47,10 +47,7 @@ def encode_inputs(tokenizer, texts: Sequence[str], max_length: int) -> Dict[str,
     """Token ids cut as the sharder cuts them (head and tail), padded to the longest, a multiple of 8."""
     ids = [head_and_tail(row, max_length) for row in tokenizer(list(texts))["input_ids"]]
     width = min(max_length, 8 * math.ceil(max(map(len, ids)) / 8))
-    input_ids = padded_rows(ids, width, tokenizer.pad_token_id)
-    lengths = np.array([len(row) for row in ids])
-    return {"input_ids": input_ids.astype(np.int32),
-            "attention_mask": (np.arange(width)[None, :] < lengths[:, None]).astype(np.int32)}
+    return {name: rows.astype(np.int32) for name, rows in padded_inputs(ids, width, tokenizer.pad_token_id).items()}
 
 
 def batches(encoded: Dict[str, np.ndarray], batch_size: int) -> Iterator[Dict[str, np.ndarray]]:

@@ -44,6 +44,13 @@ def padded_rows(sequences: List[Sequence[int]], length: int, fill: int) -> np.nd
     return rows
 
 
+def padded_inputs(sequences: List[Sequence[int]], length: int, pad_id: int) -> Features:
+    """Inputs (each at most `length` long, already cut) as input_ids padded with `pad_id`, and their attention mask."""
+    real = np.array([len(sequence) for sequence in sequences])
+    return {"input_ids": padded_rows(sequences, length, pad_id),
+            "attention_mask": (np.arange(length)[None, :] < real[:, None]).astype(np.int64)}
+
+
 class Text2TextExamples(ExampleMaker):
     """One example per corpus row: inputs from `input_columns` (and `source_prefix`), labels from `target_column`."""
 
@@ -96,13 +103,11 @@ class Text2TextExamples(ExampleMaker):
         counters["truncated_inputs"] += sum(len(ids) > self.max_length for ids in input_ids)
         counters["truncated_targets"] += sum(len(ids) > self.max_target_length for ids in target_ids)
         self._count_targets(targets)
-        input_rows = padded_rows([head_and_tail(ids, self.max_length) for ids in input_ids], self.max_length,
-                                 self.pad_id)
+        inputs = padded_inputs([head_and_tail(ids, self.max_length) for ids in input_ids], self.max_length,
+                               self.pad_id)
         labels = padded_rows([head_and_end(ids, self.max_target_length) for ids in target_ids],
                              self.max_target_length, IGNORE_INDEX)
-        lengths = np.array([min(len(ids), self.max_length) for ids in input_ids])
-        attention_mask = (np.arange(self.max_length)[None, :] < lengths[:, None]).astype(np.int64)
-        return {"input_ids": input_rows, "attention_mask": attention_mask, "labels": labels}
+        return {**inputs, "labels": labels}
 
     def _count_targets(self, targets: Sequence[str]) -> None:
         counts: Optional[Dict[str, int]] = self.counters["target_counts"]
