@@ -18,9 +18,8 @@ from transformers import TFAutoModelForMaskedLM
 from mlm_tpu.data import distributed_dataset, evaluation_steps, find_corrupt_shard, find_shards, masked_lm_features
 from mlm_tpu.errors import UserError
 from mlm_tpu.hardware_flags import wants_bf16
-from mlm_tpu.heads import DEFAULT_MLM_PROBABILITY
+from mlm_tpu.heads import MaskedLmHead
 from mlm_tpu.labels import IGNORE_INDEX
-from mlm_tpu.masking import MlmMasker
 from mlm_tpu.pretrained import load_pretrained
 from mlm_tpu.strategy import describe, select_strategy
 
@@ -99,8 +98,7 @@ def run_evaluation(args: argparse.Namespace) -> MaskedLmScores:
           f"masking seed {args.seed}",
           file=sys.stderr, flush=True)
     dataset = distributed_dataset(strategy, shards, args.per_replica_batch_size,
-                                  lambda seed: MlmMasker(tokenizer, args.mlm_probability or DEFAULT_MLM_PROBABILITY,
-                                                         seed), shuffle=False,
+                                  MaskedLmHead().make_transform(args, tokenizer), shuffle=False,
                                   seed=args.seed, pad_endlessly=True)
     try:
         with tqdm(total=steps, desc="evaluating", unit=" steps", file=sys.stderr) as progress:
