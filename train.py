@@ -1,12 +1,8 @@
-"""`python train.py`: pretrain a masked language model (RoBERTa) from scratch on TFRecord shards.
-
-Runs on a TPU (--tpu), on every GPU (MirroredStrategy) or on the CPU. Flags follow the 🤗 TPU
-language-modeling example; dashes and underscores are both accepted. A preempted run resumes
-from its backup when started again with the same command.
-"""
+"""`python train.py`: train a model on TFRecord shards (masked-LM RoBERTa from scratch, or T5), as the 🤗 TPU
+language-modeling example is run. The command lives in mlm_tpu/cli/train.py (`python train.py --help`)."""
 
 from mlm_tpu.cli import run_command
-from mlm_tpu.train_command import main
+from mlm_tpu.cli.train import main
 
 if __name__ == "__main__":
     run_command(main)

@@ -1,9 +1,14 @@
-"""mlm_tpu: pretrain masked language models from scratch on TPUs, GPUs or CPUs.
+"""mlm_tpu: pretrain language models from scratch on TPUs, GPUs or CPUs, and fine-tune T5, with TensorFlow,
+Keras 2 and 🤗 Transformers.
 
-The stages are separate command-line tools sharing one package: ``python -m mlm_tpu.tokenizer``
-trains a tokenizer, ``python -m mlm_tpu.shard`` cuts a corpus into TFRecord shards,
-``python train.py`` trains, ``python -m mlm_tpu.evaluate`` and ``python -m mlm_tpu.predict``
-measure and try the model.
+From Python (see mlm_tpu/api.py; TensorFlow loads only when a function needs it):
+
+    import mlm_tpu
+    mlm_tpu.train_tokenizer("runs/tok", builtin_corpus="pydoc-topics", vocab_size=4096)
+    mlm_tpu.shard_corpus("runs/tok", "runs/shards", builtin_corpus="pydoc-topics", max_length=128)
+    mlm_tpu.train_model("runs/shards/train", "runs/model", tokenizer="runs/tok", model_config="tiny")
+
+From the shell: `mlm-tpu COMMAND` (or `python -m mlm_tpu.<command>`, `python train.py`).
 """
 
 import os
@@ -13,4 +18,18 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-__version__ = "0.1.0"
+from mlm_tpu.errors import UserError  # noqa: E402
+
+__version__ = "0.3.0"
+API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
+       "plot_loss")
+__all__ = ["UserError", *API]
+
+
+def __getattr__(name: str):
+    """The API functions, imported on first use (importing mlm_tpu stays quick)."""
+    if name in API:
+        from mlm_tpu import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'mlm_tpu' has no attribute '{name}'")

@@ -1,6 +1,6 @@
 """Where text comes from: a 🤗 dataset, local files, or a built-in offline corpus.
 
-Every command takes the same corpus flags (`add_corpus_arguments`) and reads text the same way:
+Every command takes the same corpus flags (a `CorpusSource`) and reads text the same way:
 as a stream, in batches, never holding the whole corpus in memory. Masked-LM commands read
 documents (one text column, blank ones skipped); text-to-text sharding reads records (several
 columns per row, each row kept, with where it came from for error messages). Bad input (a
@@ -8,8 +8,8 @@ missing file, a glob that matches nothing, an unknown column, a corpus with no t
 dataset while offline) raises `UserError` with one line that says what to do.
 """
 
-import argparse
 import csv
+import dataclasses
 import glob
 import itertools
 import json
@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
-from mlm_tpu.cli import add_flag
+from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError, reason_of
 
 DEFAULT_DATASET = "wikitext"
@@ -67,20 +67,20 @@ def _builtin_split(name: str, split: str) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class CorpusSource:
-    """What the user asked to read; exactly one of `dataset`, `text_files` or `builtin` is used."""
+    """What the user asked to read; exactly one of `dataset`, `text_files` or `builtin_corpus` is used."""
 
     dataset: Optional[str] = None
     dataset_config: Optional[str] = None
     split: str = "train"
     text_files: Tuple[str, ...] = ()
-    builtin: Optional[str] = None
+    builtin_corpus: Optional[str] = None
     text_column: str = "text"
-    limit: Optional[int] = None
+    limit: Optional[int] = setting(None, low=1)
 
     def describe(self) -> Dict[str, object]:
         """A JSON-ready record of the source, for files that say how something was made."""
-        if self.builtin:
-            kind = {"builtin_corpus": self.builtin, "split": self.split}
+        if self.builtin_corpus:
+            kind = {"builtin_corpus": self.builtin_corpus, "split": self.split}
         elif self.text_files:
             kind = {"text_files": list(self.text_files), "text_column": self.text_column}
         else:
@@ -89,51 +89,25 @@ class CorpusSource:
         return {**kind, "limit": self.limit}
 
 
-def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    """The corpus flags every command shares."""
-    group = parser.add_argument_group(
-        "corpus", "Where the text comes from: a 🤗 dataset (the default, wikitext-103), local files, "
-        "or a built-in offline corpus. Give at most one of --dataset, --text-files, --builtin-corpus.")
-    add_flag(group, "--dataset", "--dataset-name", default=None,
-             help=f"🤗 dataset name or local dataset folder, streamed (default: {DEFAULT_DATASET} "
-                  "when no other source is given).")
-    add_flag(group, "--dataset-config", default=None,
-             help=f"Configuration of --dataset (default with wikitext: {DEFAULT_DATASET_CONFIG}).")
-    add_flag(group, "--split", default="train",
-             help="Split to read from --dataset or --builtin-corpus (train, validation, test; default: train); "
-                  "commands that write data also name their output after it.")
-    add_flag(group, "--text-files", nargs="+", default=None, metavar="PATH",
-             help="Local files, folders or globs (quote them): .txt (one document per line, blank "
-                  "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column).")
-    add_flag(group, "--text-column", default="text",
-             help="Column holding the text in .jsonl/.json/.csv/.parquet files and datasets (default: text).")
-    add_flag(group, "--builtin-corpus", choices=sorted(BUILTIN_CORPORA), default=None,
-             help="Offline corpus shipped with Python itself: 'pydoc-topics' is the standard "
-                  "library's help pages (~0.5 MB of English prose, no download); its --split validation "
-                  "and test are every 20th document (90%% stays in train).")
-    add_flag(group, "--limit", type=int, default=None, metavar="N",
-             help="Read at most N documents (default: all).")
-
-
-def corpus_source_from_args(args: argparse.Namespace) -> CorpusSource:
-    """Check the corpus flags against each other and turn them into a `CorpusSource`."""
-    chosen = [flag for flag, value in (("--dataset", args.dataset), ("--text-files", args.text_files),
-                                       ("--builtin-corpus", args.builtin_corpus)) if value]
+def checked_source(source: CorpusSource) -> CorpusSource:
+    """The source with the flags checked against each other and the default dataset filled in."""
+    chosen = [flag for flag, value in (("--dataset", source.dataset), ("--text-files", source.text_files),
+                                       ("--builtin-corpus", source.builtin_corpus)) if value]
     if len(chosen) > 1:
         raise UserError(f"give only one corpus source, not {' and '.join(chosen)}")
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be at least 1 document, not {args.limit}")
-    if args.dataset_config and not args.dataset:
+    check_ranges(source)
+    if source.dataset_config and not source.dataset:
         raise UserError("--dataset-config needs --dataset")
-    if args.builtin_corpus and args.split not in BUILTIN_SPLITS:
-        raise UserError(f"the built-in corpus has splits {', '.join(BUILTIN_SPLITS)}, not '{args.split}'; fix --split")
-    if args.text_files or args.builtin_corpus:
-        return CorpusSource(text_files=tuple(args.text_files or ()), builtin=args.builtin_corpus,
-                            split=args.split, text_column=args.text_column, limit=args.limit)
-    dataset = args.dataset or DEFAULT_DATASET
-    config = args.dataset_config or (DEFAULT_DATASET_CONFIG if dataset == DEFAULT_DATASET else None)
-    return CorpusSource(dataset=dataset, dataset_config=config, split=args.split,
-                        text_column=args.text_column, limit=args.limit)
+    if source.builtin_corpus and source.builtin_corpus not in BUILTIN_CORPORA:
+        raise UserError(f"there is no built-in corpus '{source.builtin_corpus}'; use one of "
+                        f"{', '.join(BUILTIN_CORPORA)}")
+    if source.builtin_corpus and source.split not in BUILTIN_SPLITS:
+        raise UserError(f"the built-in corpus has splits {', '.join(BUILTIN_SPLITS)}, not '{source.split}'; fix --split")
+    if source.text_files or source.builtin_corpus:
+        return source
+    dataset = source.dataset or DEFAULT_DATASET
+    config = source.dataset_config or (DEFAULT_DATASET_CONFIG if dataset == DEFAULT_DATASET else None)
+    return dataclasses.replace(source, dataset=dataset, dataset_config=config)
 
 
 def resolve_text_files(patterns: Iterable[str]) -> List[str]:
@@ -315,17 +289,18 @@ class Corpus:
     _files: List[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.source = checked_source(self.source)
         # Resolve files now so a bad path fails before any slow work starts.
         if self.source.text_files:
             self._files = resolve_text_files(self.source.text_files)
 
     def _records(self, columns: Sequence[str]) -> Iterator[Record]:
-        if self.source.builtin:
+        if self.source.builtin_corpus:
             if len(columns) > 1:
                 raise UserError(f"the built-in corpus is plain text, without the columns ({', '.join(columns)}) "
                                 "text-to-text examples need; use --text-files or --dataset")
             return (Record(self.name(), row, (text,)) for row, text in
-                    enumerate(_builtin_split(self.source.builtin, self.source.split), start=1))
+                    enumerate(_builtin_split(self.source.builtin_corpus, self.source.split), start=1))
         if self._files:
             return _read_files(self._files, columns)
         return _read_dataset(self.source, columns)
@@ -369,8 +344,8 @@ class Corpus:
 
     def name(self) -> str:
         """A short human description, for progress lines and errors."""
-        if self.source.builtin:
-            return f"built-in corpus '{self.source.builtin}' [{self.source.split}]"
+        if self.source.builtin_corpus:
+            return f"built-in corpus '{self.source.builtin_corpus}' [{self.source.split}]"
         if self._files:
             return f"{len(self._files)} file(s) ({self._files[0]}{', ...' if len(self._files) > 1 else ''})"
         config = f"/{self.source.dataset_config}" if self.source.dataset_config else ""

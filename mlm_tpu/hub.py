@@ -1,24 +1,112 @@
-"""Pushing a saved folder (tokenizer or model) to the 🤗 Hub, failing in one clear line."""
+"""Pushing saved folders (a tokenizer, a model) to the 🤗 Hub over its HTTP API, failing in one clear line.
 
+The folder is always saved locally first, so a Hub failure loses nothing: the error says where
+the files are and how to upload them later. Training pushes in the background (`HubPusher`), so
+the TPU does not wait for the upload; as transformers' PushToHubCallback does, an epoch whose
+predecessor is still uploading is not pushed on its own, and the end of training waits for a
+last push of the final folder.
+"""
+
+import os
+import shutil
+import tempfile
+from concurrent.futures import Future
+from typing import Optional
+
+from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError, reason_of
+
+NOT_PUSHED = ["backup/**", ".*", "**/.*"]  # the resumable backup and hidden staging files stay local
+
+
+def _hub_error(error: BaseException, repo_id: str, folder: str, endpoint: str) -> UserError:
+    from requests.exceptions import ConnectionError as NoConnection
+
+    later = f"the files are saved in {folder}: upload them later with `huggingface-cli upload {repo_id} {folder}`"
+    if isinstance(error, NoConnection):
+        return UserError(f"could not reach the Hub at {endpoint} to push '{repo_id}'; {later}")
+    return UserError(f"could not push to the Hub repo '{repo_id}' ({reason_of(error)}); {later}")
 
 
 def push_folder_to_hub(folder: str, repo_id: str, commit_message: str) -> str:
-    """Create `repo_id` if needed and upload `folder` to it; return the commit's URL.
-
-    The folder is already saved locally when this runs, so a Hub failure loses nothing: the
-    error says where the files are and how to upload them later.
-    """
+    """Create `repo_id` if needed and upload `folder` to it; return the commit's URL."""
     from huggingface_hub import HfApi
-    from requests.exceptions import ConnectionError as NoConnection
 
     api = HfApi()
-    later = f"the files are saved in {folder}: upload them later with `huggingface-cli upload {repo_id} {folder}`"
     try:
         api.create_repo(repo_id, exist_ok=True)
-        commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=commit_message)
-    except NoConnection:
-        raise UserError(f"could not reach the Hub at {api.endpoint} to push '{repo_id}'; {later}") from None
-    except Exception as error:  # offline mode, unauthorised, rate-limited: all the same to the user
-        raise UserError(f"could not push to the Hub repo '{repo_id}' ({reason_of(error)}); {later}") from None
+        commit = api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message=commit_message,
+                                   ignore_patterns=NOT_PUSHED)
+    except Exception as error:  # offline mode, unreachable, unauthorised, rate-limited: all the same to the user
+        raise _hub_error(error, repo_id, folder, api.endpoint) from None
     return commit.commit_url
+
+
+class HubPusher:
+    """Pushes a training run's output folder to one Hub repo, in the background."""
+
+    def __init__(self, repo_id: str, folder: str):
+        from huggingface_hub import HfApi
+        from huggingface_hub.utils import logging as hub_logging
+
+        hub_logging.set_verbosity_error()  # its retry warnings would bury our one-line error
+        self.api = HfApi()
+        self.repo_id = repo_id
+        self.folder = folder
+        self.pending: Optional[Future] = None
+        self.snapshot: Optional[str] = None
+        try:  # before training starts: a wrong name or a missing login fails now, not after hours
+            self.api.create_repo(repo_id, exist_ok=True)
+        except Exception as error:
+            raise UserError(f"cannot set up pushing to the Hub repo '{repo_id}' ({reason_of(error)}); log in with "
+                            "`huggingface-cli login` (or set HF_TOKEN) and check --hub-model-id") from None
+
+    def push(self, message: str) -> None:
+        """Upload the folder as it is now, unless the previous upload is still running."""
+        if self.pending is not None and not self.pending.done():
+            log(f"The previous push to {self.repo_id} is still uploading; this one waits for the next")
+            return
+        self._finish_pending()
+        self.snapshot = tempfile.mkdtemp(prefix=".push-", dir=os.path.dirname(os.path.abspath(self.folder)))
+        snapshot = os.path.join(self.snapshot, "folder")
+        # Hard links: the next save replaces files by rename, so this upload keeps reading the epoch it began with.
+        shutil.copytree(self.folder, snapshot, copy_function=_link_or_copy,
+                        ignore=shutil.ignore_patterns("backup", ".*"))
+        self.pending = self.api.upload_folder(repo_id=self.repo_id, folder_path=snapshot, commit_message=message,
+                                              ignore_patterns=NOT_PUSHED, run_as_future=True)
+
+    def finish(self, message: str) -> None:
+        """Wait for the upload in flight, then push the final folder and wait for that too."""
+        self._finish_pending()
+        self.push(message)
+        self._finish_pending()
+        log(f"Pushed {self.folder} to the Hub repo {self.repo_id}")
+
+    def _finish_pending(self) -> None:
+        if self.pending is None:
+            return
+        try:
+            self.pending.result()
+        except Exception as error:
+            raise _hub_error(error, self.repo_id, self.folder, self.api.endpoint) from None
+        finally:
+            self.pending = None
+            shutil.rmtree(self.snapshot, ignore_errors=True)
+
+    def abandon(self) -> None:
+        """Training failed: let the upload in flight finish if it can, and say so if it cannot."""
+        try:
+            self._finish_pending()
+        except UserError as error:
+            warn(str(error))
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """Hard-link files that are replaced whole (weights); copy the TensorBoard logs, which grow in place."""
+    if f"{os.sep}logs{os.sep}" in source:
+        shutil.copy2(source, target)
+        return
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -4,16 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# git-lfs: transformers' PushToHubCallback pushes model weights to the Hub through Git LFS.
-if ! command -v git-lfs >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> Installing git-lfs (Debian package), used to push models to the 🤗 Hub"
-    (apt-get update -qq && apt-get install -y -qq git-lfs) >/dev/null
-  else
-    echo "warning: git-lfs is missing; pushing models to the Hub needs it (sudo apt-get install git-lfs)" >&2
-  fi
-fi
-
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   if ! "$python" -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then

@@ -76,10 +76,11 @@ def train_until_killed(flags, ready, stderr=subprocess.DEVNULL, timeout: float =
     assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
 
 
-def backup_reached(output_dir: Path, checkpoint: int) -> bool:
-    """Whether BackupAndRestore has written its `checkpoint`-th backup."""
-    backup = output_dir / "backup" / "chief"
-    return backup.is_dir() and any(name.startswith(f"ckpt-{checkpoint}.") for name in os.listdir(backup))
+def backup_reached(output_dir: Path, step: int) -> bool:
+    """Whether the trainer has written a backup at `step` or later."""
+    backup = output_dir / "backup"
+    return backup.is_dir() and any(int(name[5:-6]) >= step for name in os.listdir(backup)
+                                   if name.startswith("step-") and name.endswith(".index"))
 
 
 @pytest.fixture(scope="session")

@@ -1,67 +1,46 @@
-"""A local stand-in for the 🤗 Hub, for the two ways our commands push to it.
+"""A local stand-in for the 🤗 Hub's HTTP API, the way our commands push to it (`huggingface_hub.upload_folder`).
 
-- HTTP API: `create_repo`, `whoami`, and `upload_folder`'s preupload and commit calls (what
-  `python -m mlm_tpu.tokenizer train --push-to-hub` uses);
-- git over HTTP, served by git's own `git http-backend`, with a Git LFS batch endpoint (what
-  transformers' `PushToHubCallback` uses through `huggingface_hub.Repository`).
-
-The Hub cannot be reached from here, so tests point `HF_ENDPOINT` at this server: the real
-clients then make their real requests and the test inspects what arrived.
+It answers `create_repo`, `whoami`, and the commit protocol: preupload (weights go through Git LFS,
+as the Hub's default .gitattributes sends *.h5, *.safetensors, ... there), the LFS batch and
+upload calls, and the commit itself. The Hub cannot be reached from here, so tests point
+`HF_ENDPOINT` at this server: the real client makes its real requests, and the test inspects
+what arrived (`files`, `commits`).
 """
 
 import base64
 import json
-import os
 import re
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, List
 
-GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
-# Like the Hub, a new repo starts with one commit: a .gitattributes sending binary weights to LFS.
-INITIAL_GITATTRIBUTES = "".join(f"*.{ext} filter=lfs diff=lfs merge=lfs -text\n"
-                                for ext in ("h5", "bin", "safetensors", "msgpack", "ckpt", "pt", "zip"))
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "hub", "GIT_AUTHOR_EMAIL": "hub@example.com",
-                "GIT_COMMITTER_NAME": "hub", "GIT_COMMITTER_EMAIL": "hub@example.com"}
-GIT_PATH = re.compile(r"^/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/(?P<rest>info/refs|git-upload-pack|git-receive-pack)$")
+LFS_SUFFIXES = (".h5", ".bin", ".safetensors", ".msgpack", ".ckpt", ".pt", ".zip", ".png")
 LFS_BATCH = re.compile(r"^/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/info/lfs/objects/batch$")
 
 
 class FakeHub:
-    """Serve on 127.0.0.1 in a thread. `repos[repo_id]` holds files committed through the HTTP API;
-    `git_dir(repo_id)` is the bare git repository pushed to over git; `lfs/` holds LFS objects."""
+    """Serve on 127.0.0.1 in a thread. `repos[repo_id]` is the folder of files committed to `repo_id`;
+    `lfs/` holds the LFS objects uploaded; `commits` lists each commit's repo and summary."""
 
     def __init__(self, root: Path):
         self.root = root
         self.repos: Dict[str, Path] = {}
         self.commits: List[dict] = []
-        (root / "git").mkdir(parents=True, exist_ok=True)
+        self.lfs_paths: Dict[str, List[str]] = {}  # repo -> files committed as LFS pointers
         (root / "lfs").mkdir(parents=True, exist_ok=True)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def git_dir(self, repo_id: str) -> Path:
-        return self.root / "git" / repo_id
-
-    def git(self, repo_id: str, *args: str, stdin: str = "") -> str:
-        """Run a git command in the bare repository of `repo_id`; return its output."""
-        return subprocess.run(["git", *args], cwd=self.git_dir(repo_id), capture_output=True, text=True,
-                              check=True, input=stdin, env={**os.environ, **GIT_IDENTITY}).stdout.strip()
+    def files(self, repo_id: str) -> List[str]:
+        """The paths committed to `repo_id`, relative to its root."""
+        folder = self.repos[repo_id]
+        return sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
 
     def _create_repo(self, repo_id: str) -> None:
-        self.repos.setdefault(repo_id, self.root / "api" / repo_id.replace("/", "--")).mkdir(parents=True,
-                                                                                             exist_ok=True)
-        if not self.git_dir(repo_id).exists():
-            subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(self.git_dir(repo_id))],
-                           check=True)
-            self.git(repo_id, "config", "http.receivepack", "true")
-            blob = self.git(repo_id, "hash-object", "-w", "--stdin", stdin=INITIAL_GITATTRIBUTES)
-            tree = self.git(repo_id, "mktree", stdin=f"100644 blob {blob}\t.gitattributes\n")
-            commit = self.git(repo_id, "commit-tree", tree, "-m", "initial commit")
-            self.git(repo_id, "update-ref", "refs/heads/main", commit)
+        self.repos.setdefault(repo_id, self.root / "repos" / repo_id.replace("/", "--")).mkdir(parents=True,
+                                                                                               exist_ok=True)
 
     def _handler(self):
         hub = self
@@ -91,16 +70,9 @@ class FakeHub:
                 self.wfile.write(data)
 
             def do_GET(self):
-                path = self.path.split("?")[0]
-                if path == "/api/whoami-v2":
+                if self.path.split("?")[0] == "/api/whoami-v2":
                     return self.reply({"name": "tester", "fullname": "Test User", "email": "tester@example.com",
                                        "type": "user", "orgs": []})
-                if GIT_PATH.match(path):
-                    return self.git_backend(b"")
-                if path.startswith("/lfs-objects/"):
-                    target = hub.root / "lfs" / path.rsplit("/", 1)[1]
-                    if target.exists():
-                        return self.reply(target.read_bytes(), content_type="application/octet-stream")
                 return self.reply({"error": f"not served by the fake Hub: {self.path}"}, status=404)
 
             def do_PUT(self):
@@ -113,10 +85,7 @@ class FakeHub:
             def do_POST(self):
                 path = self.path.split("?")[0]
                 body = self.body()
-                if GIT_PATH.match(path):
-                    return self.git_backend(body)
-                match = LFS_BATCH.match(path)
-                if match:
+                if LFS_BATCH.match(path):
                     return self.lfs_batch(json.loads(body))
                 parts = path.strip("/").split("/")
                 if parts[:3] == ["api", "repos", "create"]:
@@ -125,8 +94,9 @@ class FakeHub:
                     hub._create_repo(repo_id)
                     return self.reply({"url": f"{hub.endpoint}/{repo_id}"})
                 if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "preupload":
-                    return self.reply({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                                                 for f in json.loads(body)["files"]]})
+                    return self.reply({"files": [
+                        {"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
+                         "shouldIgnore": False} for f in json.loads(body)["files"]]})
                 if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "commit":
                     return self.api_commit("/".join(parts[2:4]), body)
                 return self.reply({"error": f"not served by the fake Hub: {self.path}"}, status=404)
@@ -137,9 +107,15 @@ class FakeHub:
                 lines = [json.loads(line) for line in body.splitlines() if line.strip()]
                 for line in lines:
                     if line["key"] == "file":
-                        target = hub.repos[repo_id] / line["value"]["path"]
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        target.write_bytes(base64.b64decode(line["value"]["content"]))
+                        content = base64.b64decode(line["value"]["content"])
+                    elif line["key"] == "lfsFile":
+                        content = (hub.root / "lfs" / line["value"]["oid"]).read_bytes()
+                        hub.lfs_paths.setdefault(repo_id, []).append(line["value"]["path"])
+                    else:
+                        continue
+                    target = hub.repos[repo_id] / line["value"]["path"]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(content)
                 hub.commits.append({"repo_id": repo_id, "summary": lines[0]["value"]["summary"]})
                 oid = f"{len(hub.commits):040x}"
                 return self.reply({"commitUrl": f"{hub.endpoint}/{repo_id}/commit/{oid}", "commitOid": oid})
@@ -152,32 +128,8 @@ class FakeHub:
                     href = {"href": f"{hub.endpoint}/lfs-objects/{item['oid']}", "expires_in": 3600}
                     if request["operation"] == "upload" and not stored.exists():
                         entry["actions"] = {"upload": href}
-                    elif request["operation"] == "download":
-                        entry["actions"] = {"download": href}
                     objects.append(entry)
                 return self.reply({"transfer": "basic", "objects": objects}, content_type="application/vnd.git-lfs+json")
-
-            def git_backend(self, body: bytes):
-                """Hand the request to `git http-backend` (CGI) and relay its answer."""
-                path, _, query = self.path.partition("?")
-                match = GIT_PATH.match(path)
-                env = {**os.environ, "GIT_PROJECT_ROOT": str(hub.root / "git"), "GIT_HTTP_EXPORT_ALL": "1",
-                       "PATH_INFO": f"/{match['repo']}/{match['rest']}", "QUERY_STRING": query,
-                       "REQUEST_METHOD": self.command, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                       "CONTENT_LENGTH": str(len(body)), "REMOTE_USER": "tester", "REMOTE_ADDR": "127.0.0.1",
-                       "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                       "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
-                output = subprocess.run([GIT_HTTP_BACKEND], input=body, env=env, capture_output=True).stdout
-                head, _, payload = output.partition(b"\r\n\r\n")
-                headers = [line.split(b":", 1) for line in head.split(b"\r\n") if b":" in line]
-                status = next((int(v.split()[0]) for k, v in headers if k.lower() == b"status"), 200)
-                self.send_response(status)
-                for key, value in headers:
-                    if key.lower() != b"status":
-                        self.send_header(key.decode(), value.strip().decode())
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
 
         return Handler
 

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mlm_tpu.corpus import BUILTIN_CORPORA, Corpus, add_corpus_arguments, corpus_source_from_args
+from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags
+from mlm_tpu.corpus import BUILTIN_CORPORA, Corpus, CorpusSource
 from mlm_tpu.errors import UserError
 
 from conftest import assert_user_error, run_module, write_jsonl
@@ -16,8 +17,9 @@ from conftest import assert_user_error, run_module, write_jsonl
 
 def corpus_from_flags(*flags: str) -> Corpus:
     parser = argparse.ArgumentParser()
-    add_corpus_arguments(parser)
-    return Corpus(corpus_source_from_args(parser.parse_args(list(flags))))
+    config_flags = ConfigFlags(CorpusSource)
+    add_corpus_flags(config_flags, parser, prefix="")
+    return Corpus(config_flags.build(parser.parse_args(list(flags))))
 
 
 def test_txt_lines_are_documents_and_blank_lines_are_skipped(tmp_path):

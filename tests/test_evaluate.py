@@ -31,15 +31,16 @@ def test_figures_match_a_hand_computation(scores, trained_mlm, shards):
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
     from transformers import AutoTokenizer, TFAutoModelForMaskedLM
 
-    from mlm_tpu.data import build_dataset, find_shards, masked_lm_features
-    from mlm_tpu.masking import MlmMasker
+    from mlm_tpu.mlm.masking import MlmMasker
+    from mlm_tpu.shards.format import features_of
+    from mlm_tpu.shards.pipeline import evaluation_batches
+    from mlm_tpu.shards.reading import find_shards
 
     model = TFAutoModelForMaskedLM.from_pretrained(trained_mlm[0])
     tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])
-    shard_set = find_shards(str(shards / "validation"), masked_lm_features(MAX_LENGTH))
+    shard_set = find_shards(str(shards / "validation"), "mlm", features_of("mlm", MAX_LENGTH))
     steps = math.ceil(shard_set.records / 8)
-    batches = build_dataset(shard_set, 8, MlmMasker(tokenizer, 0.15, seed=42), shuffle=False, seed=42,
-                            pad_endlessly=True).take(steps)
+    batches = evaluation_batches(shard_set, 8, MlmMasker(tokenizer, 0.15, seed=42)).take(steps)
     loss_sum = masked = correct = 0.0
     rows = 0
     for batch in batches:

@@ -3,7 +3,7 @@
 import re
 
 from conftest import assert_user_error, run_module
-from mlm_tpu.loss_plot import interval_means
+from mlm_tpu.training.loss_plot import interval_means
 
 
 def running_means(losses, steps_per_epoch):

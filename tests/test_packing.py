@@ -5,7 +5,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.sharding.packing import BatchTokenizer, ChunkPacker, check_max_length
+from mlm_tpu.shards.packing import BatchTokenizer, ChunkPacker, check_max_length
 
 
 def test_chunks_cross_batch_boundaries_and_only_the_final_remainder_is_left():

@@ -13,7 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import REPO_ROOT, assert_user_error, run_module
-from mlm_tpu.sharding.storage import crc32c_base64
+from mlm_tpu.shards.storage import crc32c_base64
 
 REFERENCE_COUNT_REGEX = r"-\d+-(\d+)\.tfrecord"  # what the reference training script sums
 

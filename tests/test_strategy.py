@@ -3,7 +3,7 @@
 import tensorflow as tf
 import pytest
 
-from mlm_tpu import strategy as strategy_module
+from mlm_tpu.training import hardware as strategy_module
 from mlm_tpu.errors import UserError
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.sharding.tfrecord import frame_records, iter_records, serialize_examples
+from mlm_tpu.shards.tfrecord import frame_records, iter_records, serialize_examples
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,3 @@
-"""T5 fine-tuning, the second head: text-to-text classification and generation on the trainer's machinery.
-
-head.py plugs T5 into `python train.py --head t5`; classification.py and generation.py say what
-validation runs on the device and how it is scored; evaluation.py runs it over the eval shards.
-"""
+"""The T5 line on the trainer's machinery: text-to-text fine-tuning (text2text_task.py: classification and
+generation, scored by classification.py and generation.py through evaluation.py; prediction.py to use the
+model) and its shapes (presets.py)."""

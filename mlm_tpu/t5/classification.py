@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.labels import IGNORE_INDEX
+from mlm_tpu.shards.format import IGNORE_INDEX
 
 NO_EXAMPLE = -1  # the class of a padding row: not an example, not scored
 
@@ -88,10 +88,9 @@ def classification_scores(predicted: np.ndarray, truth: np.ndarray, names: Seque
     return scores
 
 
-class ClassificationTask:
+class ClassificationScorer:
     """What validation runs on the device for classification (class ids) and how the host scores them."""
 
-    name = "classification"
     best_metric = "accuracy"
 
     def __init__(self, labels: LabelSet):

@@ -14,7 +14,7 @@ from typing import Dict, Sequence
 import numpy as np
 import tensorflow as tf
 
-from mlm_tpu.labels import IGNORE_INDEX
+from mlm_tpu.shards.format import IGNORE_INDEX
 
 GENERATION_SCORES = ("exact_match", "f1", "rouge1", "rouge2", "rougeL")
 
@@ -62,10 +62,9 @@ def generation_scores(predictions: Sequence[str], references: Sequence[str]) -> 
     return dict(zip(GENERATION_SCORES, map(float, means)))
 
 
-class GenerationTask:
+class GenerationScorer:
     """What validation runs on the device for generation (new tokens) and how the host scores the texts."""
 
-    name = "generation"
     best_metric = "rougeL"
 
     def __init__(self, tokenizer, max_new_tokens: int):

@@ -1,1 +1,2 @@
-"""Tokenizer training and inspection: `python -m mlm_tpu.tokenizer train|encode`."""
+"""The tokenizer stage: Unigram recipes (unigram.py), training one (training.py), loading one with clear
+errors (load.py), and looking at how one encodes text (encode.py)."""

@@ -1,0 +1,137 @@
+"""The Python API: every stage with keyword arguments, for notebooks and scripts (`from mlm_tpu import ...`).
+
+Each function takes the settings of the command of the same job, named as its flags with
+underscores (`vocab_size=2000` for `--vocab-size 2000`; corpus settings such as `builtin_corpus`
+or `text_files` included), builds the same typed config the command builds, and calls the same
+library code. Bad input raises `mlm_tpu.UserError` with the message the command would print.
+TensorFlow loads only when a function needs it.
+"""
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence
+
+from mlm_tpu.configuration import from_dict
+
+
+def _config(config_class: type, settings: Dict[str, Any]) -> Any:
+    """`config_class` from flat keyword settings; a key naming a field of a nested config goes into it."""
+    values: Dict[str, Any] = {}
+    nested = {field.name: field.default_factory().__dict__.keys() for field in dataclasses.fields(config_class)
+              if field.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(field.default_factory)}
+    for key, value in settings.items():
+        parent = next((name for name, keys in nested.items() if key in keys), None)
+        if parent and key not in {field.name for field in dataclasses.fields(config_class)}:
+            values.setdefault(parent, {})[key] = value
+        else:
+            values[key] = value
+    return from_dict(config_class, values, "the keyword arguments")
+
+
+def train_tokenizer(output_dir: str, **settings) -> str:
+    """Train a Unigram tokenizer and save it in `output_dir` (`python -m mlm_tpu.tokenizer train`).
+
+    Example:
+        >>> import mlm_tpu
+        >>> mlm_tpu.train_tokenizer("runs/api/tokenizer", builtin_corpus="pydoc-topics", vocab_size=2000,
+        ...                         overwrite=True)
+        'runs/api/tokenizer'
+    """
+    from mlm_tpu.tokenizer.training import TokenizerTrainingConfig, train_tokenizer as train
+
+    return train(_config(TokenizerTrainingConfig, {"output_dir": output_dir, **settings}))
+
+
+def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
+    """Cut a corpus into count-named TFRecord shards in `output_dir/<split>`; returns the split's manifest
+    (`python -m mlm_tpu.shard`).
+
+    Example:
+        >>> manifest = mlm_tpu.shard_corpus("runs/api/tokenizer", "runs/api/shards", builtin_corpus="pydoc-topics",
+        ...                                 split="validation", max_length=64, overwrite=True)
+        >>> manifest["records"] > 0
+        True
+    """
+    from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus as shard
+
+    return shard(_config(ShardingConfig, {"tokenizer": tokenizer, "output_dir": output_dir, **settings}))
+
+
+def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), **settings):
+    """Train on shards (`python train.py`): returns a TrainingResult (steps, each epoch's figures, the best epoch).
+
+    `callbacks` are Keras callbacks: they get on_train_begin/end, on_epoch_begin/end (with the
+    epoch's training and validation figures) and on_train_batch_end after each call to the device.
+
+    Example:
+        >>> result = mlm_tpu.train_model("runs/api/shards/validation", "runs/api/model",
+        ...                              tokenizer="runs/api/tokenizer", model_config="tiny", max_steps=5)
+        >>> result.steps
+        5
+    """
+    from mlm_tpu.console import import_tensorflow, quiet_libraries
+
+    import_tensorflow()
+    quiet_libraries()
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.trainer import train
+
+    return train(_config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings}),
+                 callbacks)
+
+
+def evaluate_model(model: str, eval_dataset: str, **settings):
+    """Score a trained model on shards (`python -m mlm_tpu.evaluate`): returns an EvaluationResult (task, scores).
+
+    Example:
+        >>> mlm_tpu.evaluate_model("runs/api/model", "runs/api/shards/validation").scores["masked_accuracy"] >= 0
+        True
+    """
+    from mlm_tpu.console import import_tensorflow, quiet_libraries
+
+    import_tensorflow()
+    quiet_libraries()
+    from mlm_tpu.training.config import EvaluationConfig
+    from mlm_tpu.training.evaluation import evaluate_model as evaluate
+
+    return evaluate(_config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings}))
+
+
+def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5) -> List[List[List[dict]]]:
+    """For each sentence, for each [MASK] in it, the top-k candidates (`python -m mlm_tpu.predict`).
+
+    Example:
+        >>> best = mlm_tpu.fill_mask("runs/api/model", ["The [MASK] statement raises an exception."], top_k=3)
+        >>> len(best[0][0])
+        3
+    """
+    from mlm_tpu.console import quiet_libraries
+    from mlm_tpu.mlm.fill_mask import FillMaskConfig, fill_mask as fill
+
+    quiet_libraries()
+    return fill(FillMaskConfig(model, tuple(sentences), top_k))
+
+
+def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dict]:
+    """A T5 model on texts (`python -m mlm_tpu.predict text2text`): a label and its probabilities for a classifier
+    trained here, else generated text; one dict per input."""
+    from mlm_tpu.console import quiet_libraries
+    from mlm_tpu.t5.prediction import Text2TextPredictionConfig, predict_text2text as predict
+
+    quiet_libraries()
+    return predict(_config(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings}))
+
+
+def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
+    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png); returns its path.
+
+    Example:
+        >>> mlm_tpu.plot_loss("runs/api/model")
+        'runs/api/model/loss.png'
+    """
+    import os
+
+    from mlm_tpu.training.loss_plot import plot_losses
+
+    output = output or os.path.join(run_dir, "loss.png")
+    plot_losses(run_dir, output)
+    return output

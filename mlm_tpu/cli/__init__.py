@@ -1,0 +1,21 @@
+"""The command-line layer: argparse only. Each module parses one command's flags into its typed config
+and calls the library; flags.py holds the helpers and flag groups several commands share."""
+
+import sys
+from typing import Callable, Optional, Sequence
+
+from mlm_tpu.errors import UserError
+
+USER_ERROR_EXIT_CODE = 2
+
+
+def run_command(main: Callable[[Optional[Sequence[str]]], None], argv: Optional[Sequence[str]] = None) -> None:
+    """Run a command's `main`; a `UserError` becomes one `error:` line on stderr and exit code 2."""
+    try:
+        main(argv)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(USER_ERROR_EXIT_CODE)
+    except KeyboardInterrupt:
+        print("interrupted: nothing was left half-written", file=sys.stderr)
+        sys.exit(130)

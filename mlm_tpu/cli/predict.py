@@ -1,0 +1,123 @@
+"""`python -m mlm_tpu.predict [fill-mask|text2text] ...` (also `mlm-tpu predict`): try a trained model on text.
+
+fill-mask (the default): the top-k words for each [MASK] of each sentence, from a masked LM.
+text2text: a T5 model's label (classifiers trained here) or generated text.
+Texts come as arguments, or one per line on stdin; results as a table, or JSON lines with --json.
+"""
+
+import argparse
+import json
+import sys
+from typing import List, Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
+from mlm_tpu.cli.inputs import read_texts
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.mlm import fill_mask
+from mlm_tpu.mlm.fill_mask import FillMaskConfig, Predictions
+from mlm_tpu.t5 import prediction
+from mlm_tpu.t5.prediction import Text2TextPredictionConfig
+
+FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
+TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
+
+
+def format_table(sentence: str, predictions: Predictions) -> str:
+    lines = [sentence]
+    for number, candidates in enumerate(predictions, start=1):
+        if len(predictions) > 1:
+            lines.append(f"  mask {number} of {len(predictions)}:")
+        shown = [repr(c["token_str"]) if not c["token_str"].strip() else c["token_str"] for c in candidates]
+        width = max(map(len, shown))
+        lines += [f"  {rank:>2}. {word:<{width}}  {c['score']:.4f}  {c['sequence']}"
+                  for rank, (word, c) in enumerate(zip(shown, candidates), start=1)]
+    return "\n".join(lines) + "\n"
+
+
+def texts_parser(prog: str, description: str, texts_field: str, metavar: str, texts_help: str,
+                 flags: ConfigFlags, model_help: str, **kwargs) -> argparse.ArgumentParser:
+    """A prediction command's parser: the texts, --model, then what the caller adds (see `with_output_flags`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    parser.add_argument(texts_field, nargs="*", metavar=metavar, help=texts_help)
+    flags.add(parser, "--model", "--model-name-or-path", required=True, help=model_help)
+    return parser
+
+
+def with_output_flags(parser: argparse.ArgumentParser, json_help: str) -> argparse.ArgumentParser:
+    add_flag(parser, "--json", action="store_true", help=json_help)
+    add_verbose_flag(parser)
+    return parser
+
+
+def fill_mask_parser(prog: str) -> argparse.ArgumentParser:
+    parser = texts_parser(f"{prog} [fill-mask]", fill_mask.__doc__, "sentences", "SENTENCE",
+                          "Text with [MASK] (or <mask>) where a word is missing; none: read lines from stdin.",
+                          FILL_MASK_FLAGS, "The trained model: `python train.py`'s --output-dir, a save_pretrained "
+                                           "folder or a Hub name.", epilog=f"T5 models: {prog} text2text --help")
+    FILL_MASK_FLAGS.add(parser, "--top-k", type=int, help="Candidates shown per mask.")
+    return with_output_flags(parser, 'One JSON object per sentence on stdout: {"sentence", "predictions": [[{"token", '
+                                     '"token_str", "score", "sequence"}, ...] per mask]}.')
+
+
+def text2text_parser(prog: str) -> argparse.ArgumentParser:
+    parser = texts_parser(f"{prog} text2text", prediction.__doc__, "inputs", "INPUT",
+                          "Input texts; none: read lines from stdin.", TEXT2TEXT_FLAGS,
+                          "A T5 model: `python train.py --task classification|generation`'s --output-dir, a "
+                          "save_pretrained folder or a Hub name.")
+    TEXT2TEXT_FLAGS.add(parser, "--task", choices=("classification", "generation"),
+                        help="What to do (default: what the model was trained for; generation for other T5 models).")
+    TEXT2TEXT_FLAGS.add(parser, "--labels", nargs="+", metavar="LABEL",
+                        help="Classification: the class names (default: those the model was trained with).")
+    TEXT2TEXT_FLAGS.add(parser, "--max-length", type=int,
+                        help="Input tokens; longer inputs keep their first and last halves (default: the training "
+                             "length, else the tokenizer's limit).")
+    TEXT2TEXT_FLAGS.add(parser, "--max-new-tokens", type=int,
+                        help="Generation: tokens to generate (default: the training setting, else 32).")
+    TEXT2TEXT_FLAGS.add(parser, "--batch-size", type=int, help="Inputs run together.")
+    return with_output_flags(parser, 'One JSON object per input on stdout: {"input", "label", "scores": {label: '
+                                     'probability}} or {"input", "output"}.')
+
+
+def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[str], texts_field: str, what: str):
+    """(flags, config) with the texts from the arguments or stdin; TensorFlow loaded once the flags are checked."""
+    args = parser.parse_args(arguments)
+    texts = read_texts(getattr(args, texts_field), what)
+    config = flags.build(args, base={texts_field: texts})
+    import_tensorflow(args.verbose)
+    quiet_libraries(args.verbose)
+    return args, config
+
+
+def run_fill_mask(arguments: List[str], prog: str) -> None:
+    args, config = parse(fill_mask_parser(prog), FILL_MASK_FLAGS, arguments, "sentences",
+                         "sentences with [MASK] where a word is missing")
+    for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config)):
+        if args.json:
+            print(json.dumps({"sentence": sentence, "predictions": predictions}, ensure_ascii=False), flush=True)
+        else:
+            print(format_table(sentence, predictions), flush=True)
+
+
+def run_text2text(arguments: List[str], prog: str) -> None:
+    args, config = parse(text2text_parser(prog), TEXT2TEXT_FLAGS, arguments, "inputs",
+                         "inputs (e.g. \"quality: How do I sort a list?\")")
+    for result in prediction.predict_text2text(config):
+        if args.json:
+            print(json.dumps(result, ensure_ascii=False), flush=True)
+        elif "label" in result:
+            scores, label = result["scores"], result["label"]
+            others = ", ".join(f"{name} {score:.3f}" for name, score in scores.items() if name != label)
+            print(f"input:  {result['input']}\nlabel:  {label} ({scores[label]:.3f}; {others})\n", flush=True)
+        else:
+            print(f"input:  {result['input']}\noutput: {result['output']}\n", flush=True)
+
+
+TASKS = {"fill-mask": run_fill_mask, "text2text": run_text2text}
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.predict") -> None:
+    """Run the task named by the first argument, or fill-mask when the first argument names none."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    task = arguments.pop(0) if arguments and arguments[0] in TASKS else "fill-mask"
+    TASKS[task](arguments, prog)

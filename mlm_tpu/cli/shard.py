@@ -1,0 +1,54 @@
+"""`python -m mlm_tpu.shard` (also `mlm-tpu shard`): cut a corpus into count-named TFRecord shards."""
+
+import argparse
+from typing import Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_verbose_flag
+from mlm_tpu.shards import sharding
+from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
+
+FLAGS = ConfigFlags(ShardingConfig)
+
+
+def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=sharding.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
+              help="Tokenizer folder (from `python -m mlm_tpu.tokenizer train`) or Hub name.")
+    FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation"),
+              help="mlm: pack documents into fixed-length examples for masked-LM pretraining (default). text2text "
+                   "(or the trainer's words for it, classification and generation): one input/target example per row, "
+                   "for T5 (needs --input-column and --target-column).")
+    add_corpus_flags(FLAGS, parser)
+    text2text = parser.add_argument_group("text2text (T5) examples")
+    FLAGS.add(text2text, "--input-column", action="append", metavar="COLUMN", field="input_columns",
+              help="Column holding the input; repeat it to join several (title, body, ...) with newlines.")
+    FLAGS.add(text2text, "--target-column", metavar="COLUMN",
+              help="Column holding the target text (a class name such as 'high', an answer, a summary).")
+    FLAGS.add(text2text, "--source-prefix",
+              help='Task prefix put before every input, followed by a space, e.g. "quality:" or "summarize:".')
+    FLAGS.add(text2text, "--max-target-length", type=int,
+              help="Tokens per target, </s> included (default: 128); longer targets keep their head and </s>.")
+    group = parser.add_argument_group("shards")
+    FLAGS.add(group, "--max-length", type=int,
+              help="Tokens per example, or per input with --task text2text (default: 512); a multiple of 8 suits "
+                   "TPUs. Longer text2text inputs keep their first and last halves.")
+    FLAGS.add(group, "--shard-size", type=int, help="Examples per shard (default: 1000).")
+    FLAGS.add(group, "--output-dir", required=True,
+              help="Local folder or gs://BUCKET/PATH; shards go to <output-dir>/<split>/.")
+    FLAGS.add(group, "--prefix",
+              help="Shard file name prefix: letters, digits, '.', '_', '-' (default: dataset). Not the task prefix "
+                   "of T5 inputs: that is --source-prefix.")
+    FLAGS.add(group, "--num-workers", type=int, help="Tokenizer threads (default: every core).")
+    FLAGS.add(group, "--batch-size", type=int,
+              help="Documents tokenized at a time (default: 1000); memory grows with it, not with the corpus.")
+    FLAGS.add(group, "--overwrite", action="store_true",
+              help="Replace the shards and manifest already in <output-dir>/<split>/ instead of refusing.")
+    FLAGS.add(group, "--storage-retry-seconds", type=float,
+              help="How long gs:// calls retry transient errors before giving up (default: 120).")
+    add_verbose_flag(parser)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.shard") -> None:
+    shard_corpus(FLAGS.build(build_parser(prog).parse_args(argv)))

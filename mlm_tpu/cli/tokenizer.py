@@ -1,0 +1,73 @@
+"""`python -m mlm_tpu.tokenizer {train,encode}` (also `mlm-tpu tokenizer ...`)."""
+
+import argparse
+import json
+from typing import Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_flag
+from mlm_tpu.cli.inputs import read_texts
+from mlm_tpu.tokenizer import encode, training
+from mlm_tpu.tokenizer.training import DEFAULT_VOCAB_SIZE, TokenizerTrainingConfig, train_tokenizer
+from mlm_tpu.tokenizer.unigram import TEMPLATES
+
+TRAIN_FLAGS = ConfigFlags(TokenizerTrainingConfig)
+
+
+def add_train_flags(parser: argparse.ArgumentParser) -> None:
+    add_corpus_flags(TRAIN_FLAGS, parser)
+    group = parser.add_argument_group("tokenizer")
+    TRAIN_FLAGS.add(group, "--template", choices=sorted(TEMPLATES),
+                    help="Special tokens and framing: 'mlm' (RoBERTa: [CLS]=0 [SEP]=1 <unk>=2 <pad>=3 [MASK]=4, "
+                         "[CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
+                         "<extra_id_0>..<extra_id_99> at the end of the vocabulary; loads as T5TokenizerFast).")
+    TRAIN_FLAGS.add(group, "--vocab-size", type=int,
+                    help=f"Vocabulary size to aim for, special tokens included (default: {DEFAULT_VOCAB_SIZE}). "
+                         "A small corpus may yield fewer pieces; the summary says how many.")
+    TRAIN_FLAGS.add(group, "--batch-size", type=int, help="Documents handed to the trainer at a time.")
+    TRAIN_FLAGS.add(group, "--model-max-length", type=int, help="Longest sequence models using this tokenizer accept.")
+    TRAIN_FLAGS.add(group, "--output-dir", required=True, help="Folder to save the tokenizer in (created if missing).")
+    TRAIN_FLAGS.add(group, "--overwrite", "--overwrite-output-dir", action="store_true",
+                    help="Allow --output-dir to hold files already; the tokenizer's files replace theirs.")
+    hub = parser.add_argument_group("hub")
+    TRAIN_FLAGS.add(hub, "--push-to-hub", action="store_true",
+                    help="After saving locally, upload the folder to the 🤗 Hub (login with "
+                         "`huggingface-cli login` or set HF_TOKEN).")
+    TRAIN_FLAGS.add(hub, "--hub-model-id",
+                    help="Hub repo to push to, e.g. user/my-tokenizer (default: --output-dir's name); implies "
+                         "--push-to-hub.")
+
+
+def add_encode_flags(parser: argparse.ArgumentParser) -> None:
+    add_flag(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
+             help="A tokenizer folder (from `train`) or a Hub name.")
+    add_flag(parser, "--json", action="store_true", help="Print one JSON object per text instead of a table.")
+    parser.add_argument("texts", nargs="*", help="Texts to encode (default: one per line on stdin).")
+
+
+def run_train(args: argparse.Namespace) -> None:
+    train_tokenizer(TRAIN_FLAGS.build(args))
+
+
+def run_encode(args: argparse.Namespace) -> None:
+    texts = read_texts(args.texts, "texts")
+    for item in encode.encode_texts(args.tokenizer, texts):
+        if args.json:
+            print(json.dumps(item, ensure_ascii=False))
+        else:
+            print(f"text:    {item['text']}\ntokens:  {' '.join(item['tokens'])}\nids:     "
+                  f"{' '.join(map(str, item['ids']))}\ndecoded: {item['decoded']}\n")
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.tokenizer") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description="Train a Unigram tokenizer, or look at how one encodes "
+                                                            "text.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,encode}")
+    for name, module, add_flags, run in (("train", training, add_train_flags, run_train),
+                                         ("encode", encode, add_encode_flags, run_encode)):
+        sub = commands.add_parser(name, help=module.__doc__.splitlines()[0], description=module.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_flags(sub)
+        sub.set_defaults(run=run)
+    args = parser.parse_args(argv)
+    args.run(args)
+

@@ -1,0 +1,121 @@
+"""`python train.py` (also `mlm-tpu train`): train a model on TFRecord shards, on a TPU, every GPU or the CPU.
+
+--task mlm (default): pretrain RoBERTa from scratch on masked-LM shards. --task classification |
+generation: fine-tune T5 (a preset from scratch, or --model-name-or-path) on text-to-text shards,
+scored on the validation shards each epoch; the output folder keeps the best epoch.
+
+A run can be written down and replayed: --config FILE (JSON or YAML) takes its settings from the
+file (the flags' names with underscores; see configs/), and flags given as well override it. The
+training_args.json of every run is such a file. A preempted run resumes from its backup, exactly
+where it stopped, when started again with the same command. Flags follow the 🤗 TPU
+language-modeling example; dashes and underscores are both accepted.
+"""
+
+import argparse
+from typing import Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_verbose_flag
+from mlm_tpu.configuration import read_config_file
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.mlm.presets import PRESETS
+from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
+from mlm_tpu.tasks import TASKS, task_from_head
+from mlm_tpu.training.config import MAX_SEED, TrainingConfig
+
+FLAGS = ConfigFlags(TrainingConfig)
+RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting
+
+
+def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flag(parser, "--config", default=None, metavar="FILE",
+             help="Take the settings from this JSON or YAML file (a run's training_args.json, or one of configs/); "
+                  "flags given as well override it.")
+    hardware = add_hardware_flags(FLAGS, parser)
+    FLAGS.add(hardware, "--steps-per-execution", type=int,
+              help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
+                   "multiple of it.")
+
+    task = parser.add_argument_group("task")
+    FLAGS.add(task, "--task", choices=TASKS,
+              help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). classification: T5 predicts "
+                   "one class token per example, scored by accuracy and per-class precision/recall/F1. generation: T5 "
+                   "writes free text with XLA-compiled generate, scored by exact match, token F1 and ROUGE-1/2/L. "
+                   "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`).")
+    add_flag(task, "--head", choices=("mlm", "t5"), default=None,
+             help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
+    FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")
+    FLAGS.add(task, "--labels", nargs="+", metavar="LABEL",
+              help="Classification: the class names, each one token of the tokenizer (default: the targets the "
+                   "training shards' manifest counted).")
+    FLAGS.add(task, "--max-new-tokens", type=int,
+              help="Generation: tokens generated per example in validation (default: the shards' target length).")
+    FLAGS.add(task, "--metric-for-best-model",
+              help="T5 tasks with --eval-dataset: the validation score whose best epoch the output folder keeps "
+                   "(classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, rouge2, "
+                   "rougeL (default)).")
+
+    data = parser.add_argument_group("data")
+    FLAGS.add(data, "--train-dataset", help="Folder (local or gs://) of training shards (required).")
+    FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
+    FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
+              help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "
+                   "--model-name-or-path's.")
+    FLAGS.add(data, "--max-length", type=int,
+              help="Tokens per example (per input, for T5), checked against the shards (default: what they hold).")
+    FLAGS.add(data, "--max-target-length", type=int,
+              help="T5 text-to-text: tokens per target, checked against the shards (default: what they hold).")
+    FLAGS.add(data, "--shuffle-buffer-size", type=int,
+              help="Records shuffled together: each epoch the files are put in a new order and read one after the "
+                   "other, and the records shuffled within windows of this many (default: 262144).")
+    FLAGS.add(data, "--seed", type=int,
+              help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
+
+    model = parser.add_argument_group("model and optimisation")
+    FLAGS.add(model, "--model-config", "--pretrained-model-config",
+              help=f"Train from scratch with this shape: a preset ({', '.join(PRESETS)}; base is roberta-base's "
+                   f"shape; for T5 tasks: {', '.join(T5_PRESETS)}), a config.json, or a Hub model name; vocabulary "
+                   "and positions are fitted to the tokenizer (default: base, or t5-small for T5 tasks).")
+    FLAGS.add(model, "--model-name-or-path",
+              help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name "
+                   "such as t5-small or google/t5-v1_1-base).")
+    FLAGS.add(model, "--per-replica-batch-size", type=int, help="Examples per replica per step (default: 8).")
+    FLAGS.add(model, "--num-epochs", type=int, help="Passes over the training shards (default: 1).")
+    FLAGS.add(model, "--max-steps", type=int, help="Stop after this many steps in all (default: the epochs').")
+    FLAGS.add(model, "--learning-rate", type=float, help="Peak learning rate (default: 0.0001).")
+    FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW weight decay (default: 0.001).")
+    FLAGS.add(model, "--warmup-ratio", type=float, help="Share of steps warming up (default: 0.05).")
+
+    output = parser.add_argument_group("output")
+    FLAGS.add(output, "--output-dir",
+              help="Local folder (required): save_pretrained model and tokenizer (each epoch; for T5 tasks with "
+                   "--eval-dataset only an epoch that beats the best so far), backup/ to resume, logs/ for "
+                   "TensorBoard, training_args.json (this run's settings: --config replays it).")
+    FLAGS.add(output, "--backup-steps", type=int,
+              help="Write the resumable backup every N optimizer steps, a multiple of --steps-per-execution (default: "
+                   "at each epoch's end).")
+    FLAGS.add(output, "--logging-steps", type=int,
+              help="Log the mean training loss of every N steps to TensorBoard (default: once per epoch); validation "
+                   "is logged at each epoch's end, against the step reached.")
+    FLAGS.add(output, "--hub-model-id", help="Push the output folder to this 🤗 Hub repo each epoch (in the background).")
+    add_verbose_flag(parser)
+    return parser
+
+
+def build_config(args: argparse.Namespace) -> TrainingConfig:
+    """The settings: TrainingConfig's defaults, then --config's file, then the flags given."""
+    file_values = read_config_file(args.config) if args.config else {}
+    file_values.pop(RUN_INFO_KEY, None)
+    if args.head:
+        file_values["task"] = task_from_head(FLAGS.given(args).get("task", file_values.get("task")), args.head)
+    return FLAGS.build(args, base=file_values, source=f"--config {args.config}" if args.config else "the flags")
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") -> None:
+    args = build_parser(prog).parse_args(argv)
+    config = build_config(args)
+    import_tensorflow(args.verbose)  # after the flags are checked: TensorFlow takes seconds to load
+    quiet_libraries(args.verbose)
+    from mlm_tpu.training.trainer import train
+
+    train(config)

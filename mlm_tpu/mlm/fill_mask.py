@@ -1,0 +1,75 @@
+"""Filling masks with a trained masked LM (`python -m mlm_tpu.predict`, `fill_mask`): the 🤗 fill-mask pipeline.
+
+The top-k words for each masked position. The mask may be written [MASK] or <mask> whatever the
+model's own mask token is; a sentence may hold several masks (each is predicted on its own).
+"""
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.errors import UserError
+
+MASK_SPELLINGS = ("[MASK]", "<mask>")
+
+Predictions = List[List[Dict]]  # per masked position, the top-k candidates
+
+
+def with_mask_token(sentence: str, mask_token: str) -> str:
+    """The sentence with either mask spelling replaced by the model's own mask token."""
+    for spelling in MASK_SPELLINGS:
+        sentence = sentence.replace(spelling, mask_token)
+    if mask_token not in sentence:
+        raise UserError(f"no mask in {sentence!r}: write [MASK] (or <mask>) where the missing word goes")
+    return sentence
+
+
+def predict(fill_mask_pipeline, sentence: str, top_k: int) -> Predictions:
+    """Top-k candidates for each mask of one sentence (the pipeline nests one level less for one mask)."""
+    output = fill_mask_pipeline(sentence, top_k=top_k)
+    per_mask = [output] if output and isinstance(output[0], dict) else output
+    frame = _framing_tokens(fill_mask_pipeline.tokenizer)
+    return [[{"token": int(c["token"]), "token_str": c["token_str"], "score": float(c["score"]),
+              "sequence": _unframed(c["sequence"], frame)} for c in candidates] for candidates in per_mask]
+
+
+def _framing_tokens(tokenizer) -> List[str]:
+    return [token for token in (tokenizer.cls_token, tokenizer.bos_token, tokenizer.sep_token, tokenizer.eos_token)
+            if token]
+
+
+def _unframed(sequence: str, frame: List[str]) -> str:
+    """Drop [CLS]/[SEP] the pipeline leaves around sentences with several masks (it cannot skip special tokens
+    there, the other masks being special too)."""
+    sequence = sequence.strip()
+    for token in frame:
+        sequence = sequence.removeprefix(token).removesuffix(token)
+    return sequence.strip()
+
+
+@dataclass
+class FillMaskConfig:
+    """What `python -m mlm_tpu.predict [fill-mask]` does."""
+
+    model: str  # train.py's --output-dir, a save_pretrained folder or a Hub name
+    sentences: Tuple[str, ...]  # each with [MASK] (or <mask>) where a word is missing
+    top_k: int = setting(5, low=1)  # candidates per mask
+
+
+def fill_mask(config: FillMaskConfig) -> List[Predictions]:
+    """For each sentence, for each mask in it, the top-k candidates: {token, token_str, score, sequence}."""
+    from transformers import TFAutoModelForMaskedLM, pipeline
+
+    from mlm_tpu.model_folder.loading import load_pretrained, model_type
+
+    check_ranges(config)
+    if model_type(config.model) == "t5":
+        raise UserError(f"--model {config.model} is a T5 model, which does not fill masks; use "
+                        "`python -m mlm_tpu.predict text2text --model ...`")
+    model, tokenizer = load_pretrained(config.model, TFAutoModelForMaskedLM)
+    if tokenizer.mask_token is None:
+        raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
+    prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]
+    # dtype=None: without it transformers 4.57 reaches for torch, which is not installed (STACK.md).
+    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, framework="tf", dtype=None)
+    return [predict(fill, text, min(config.top_k, len(tokenizer))) for text in prepared]

@@ -1,1 +1,0 @@
-"""Turning a corpus into count-named TFRecord shards: tokenize, pack, serialize, store."""

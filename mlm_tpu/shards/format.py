@@ -1,0 +1,67 @@
+"""The shard format, both sides of it: file names, the manifest, and the features each kind of split holds.
+
+The writer (sharding.py, writer.py) and the reader (reading.py, pipeline.py) take these from
+here; nothing else spells them. A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>`
+the exact number of records, as the 🤗 TPU example's `-\\d+-(\\d+)\\.tfrecord` regex expects) of
+`tf.train.Example`s with fixed-length int64 features, and a `manifest.json` written last.
+
+Kinds of split (the sharder's `--task`), and the features each example holds:
+- mlm: input_ids and attention_mask of max_length (packed documents, each framed [CLS] ... [SEP]);
+- text2text: the same, plus labels of max_target_length (-100 where there is no target token);
+- span-corruption: input_ids of the raw length T only (packed documents, corrupted while training).
+"""
+
+import re
+from typing import Dict, Iterable, Optional
+
+IGNORE_INDEX = -100  # the label of a position that takes no loss (the 🤗 convention)
+MANIFEST = "manifest.json"
+SHARD_SUFFIX = ".tfrecord"
+SHARD_COUNT = re.compile(r"-\d+-(\d+)\.tfrecord$")  # the reference training script's regex
+
+MLM, TEXT2TEXT, SPAN_CORRUPTION = "mlm", "text2text", "span-corruption"
+KINDS = (MLM, TEXT2TEXT, SPAN_CORRUPTION)
+
+
+def shard_name(prefix: str, index: int, count: int) -> str:
+    return f"{prefix}-{index:05d}-{count}{SHARD_SUFFIX}"
+
+
+def progress_name(prefix: str) -> str:
+    """The hidden file saying how far an unfinished job got."""
+    return f".{prefix}-progress.json"
+
+
+def features_of(kind: str, length: Optional[int], target_length: Optional[int] = None) -> Dict[str, Optional[int]]:
+    """The features a split of `kind` holds, and their lengths (None: whatever the shards hold)."""
+    if kind == SPAN_CORRUPTION:
+        return {"input_ids": length}
+    features = {"input_ids": length, "attention_mask": length}
+    if kind == TEXT2TEXT:
+        features["labels"] = target_length
+    return features
+
+
+def kind_of(feature_names: Iterable[str]) -> str:
+    """Which kind of split holds examples with these features (for shards without a manifest)."""
+    names = set(feature_names)
+    if "labels" in names:
+        return TEXT2TEXT
+    return MLM if "attention_mask" in names else SPAN_CORRUPTION
+
+
+def manifest_features(lengths: Dict[str, int]) -> Dict[str, dict]:
+    """How the manifest lists the features."""
+    return {name: {"dtype": "int64", "length": length} for name, length in lengths.items()}
+
+
+def feature_lengths(manifest: dict) -> Dict[str, int]:
+    """Each feature's length from a manifest (mlm_tpu 0.1 listed only types: its features were max_length long)."""
+    return {name: feature["length"] if isinstance(feature, dict) else manifest["settings"]["max_length"]
+            for name, feature in manifest["features"].items()}
+
+
+def kind_of_manifest(manifest: dict) -> str:
+    """The kind a manifest says its split is (older manifests: from the features)."""
+    kind = manifest.get("settings", {}).get("task")
+    return kind if kind in KINDS else kind_of(manifest["features"])

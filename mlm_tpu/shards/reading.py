@@ -1,0 +1,166 @@
+"""Finding a split's shards (local or gs://) and checking them before any work starts.
+
+The record counts come from the shard names; which features the examples hold, and their
+lengths, from the split's manifest when it has one (checked against the files), else from the
+first record of each shard. A split of the wrong kind for the task, or of other lengths than
+asked for, is refused in one line that says what to do.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import (MANIFEST, MLM, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT, feature_lengths, kind_of,
+                                   kind_of_manifest)
+from mlm_tpu.shards.tfrecord import iter_records
+
+LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
+                "labels": ("--max-target-length", "targets")}
+HOW_TO_MAKE = {MLM: "`python -m mlm_tpu.shard` (--task mlm)", TEXT2TEXT: "`python -m mlm_tpu.shard --task text2text`",
+               SPAN_CORRUPTION: "`python -m mlm_tpu.shard --task span-corruption` with a T5 tokenizer"}
+WHAT_THEY_ARE = {MLM: "masked-LM examples", TEXT2TEXT: "text-to-text examples (they hold labels)",
+                 SPAN_CORRUPTION: "raw rows for span corruption"}
+TRAINED_WITH = {MLM: "--task mlm", TEXT2TEXT: "--task classification or --task generation",
+                SPAN_CORRUPTION: "--task span-corruption"}
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """The shards of one split, how many records each holds, each feature's length, and the split's manifest."""
+
+    files: List[str]
+    counts: List[int]
+    features: Dict[str, int]
+    manifest: Optional[dict] = None  # manifest.json, when the folder has one (the sharder's; others may not)
+    kind: str = MLM
+
+    @property
+    def records(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def length(self) -> int:
+        """Tokens per example (per input, for text-to-text; raw tokens, for span corruption)."""
+        return self.features["input_ids"]
+
+    @property
+    def folder(self) -> str:
+        return os.path.dirname(self.files[0])
+
+    def share(self, pipeline: int, pipelines: int) -> "ShardSet":
+        """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
+        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.features,
+                        self.manifest, self.kind)
+
+
+def find_shards(location: str, kind: str, lengths: Dict[str, Optional[int]], flag: str = "--train-dataset") -> ShardSet:
+    """The shards of `kind` under a folder (or matching a glob), with their counts, checked before any work starts.
+
+    `lengths` names the features the caller needs and their lengths; None accepts whatever the shards hold.
+    """
+    pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
+    try:
+        files = sorted(tf.io.gfile.glob(pattern))
+    except tf.errors.OpError as error:
+        raise UserError(f"{flag} {location}: cannot list shards ({error.message.splitlines()[0]})") from None
+    if not files:
+        raise UserError(f"{flag} {location}: no shards (*.tfrecord) found; make them with `python -m mlm_tpu.shard`")
+    counts = []
+    for path in files:
+        match = SHARD_COUNT.search(path)
+        if not match:
+            raise UserError(f"{flag}: shard {path} has no record count in its name; shards must be named "
+                            "<prefix>-<index>-<count>.tfrecord")
+        counts.append(int(match.group(1)))
+    folder = os.path.dirname(files[0])
+    manifest = _read_manifest(folder, flag)
+    found = _feature_lengths_from_manifest(manifest, files, counts, folder, flag) if manifest else \
+        _feature_lengths_from_records(files, folder, flag)
+    found_kind = kind_of_manifest(manifest) if manifest else kind_of(found)
+    _check_kind(found_kind, kind, flag, folder)
+    _check_lengths(found, lengths, flag, folder)
+    return ShardSet(files, counts, {name: found[name] for name in lengths}, manifest, found_kind)
+
+
+def _read_manifest(folder: str, flag: str) -> Optional[dict]:
+    from mlm_tpu.jsonfiles import read_json
+
+    path = f"{folder}/{MANIFEST}"
+    if not tf.io.gfile.exists(path):
+        return None
+    return read_json(path, f"{flag}: the manifest of the shards in {folder}",
+                     "re-run `python -m mlm_tpu.shard` for that split (with --overwrite)")
+
+
+def _feature_lengths_from_manifest(manifest: dict, files: List[str], counts: List[int], folder: str,
+                                   flag: str) -> Dict[str, int]:
+    try:
+        listed = {entry["name"]: entry["count"] for entry in manifest["shards"]}
+        lengths = feature_lengths(manifest)
+    except (KeyError, TypeError):
+        raise UserError(f"{flag}: {folder}/{MANIFEST} is not a manifest of mlm_tpu shards (it lacks 'shards' or "
+                        "'features'); re-run `python -m mlm_tpu.shard` for that split (with --overwrite)") from None
+    if listed != {os.path.basename(path): count for path, count in zip(files, counts)}:
+        raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
+                        "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
+    return lengths
+
+
+def _feature_lengths_from_records(files: List[str], folder: str, flag: str) -> Dict[str, int]:
+    """Each feature's length from each shard's first record; they must all agree."""
+    found = {path: _first_record_lengths(path) for path in files}
+    if len({tuple(sorted(lengths.items())) for lengths in found.values()}) > 1:
+        described = "; ".join(f"{os.path.basename(path)}: " + ", ".join(f"{name} {length}" for name, length in
+                                                                        lengths.items())
+                              for path, lengths in found.items())
+        raise UserError(f"{flag}: the shards in {folder} hold examples of different lengths ({described}); re-shard")
+    return found[files[0]]
+
+
+def _first_record_lengths(path: str) -> Dict[str, int]:
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as error:
+        raise UserError(f"cannot read {path}: {error.message.splitlines()[0]}") from None
+    if record is None:
+        raise UserError(f"{path} is empty although its name counts records; re-shard")
+    features = tf.train.Example.FromString(record.numpy()).features.feature
+    if "input_ids" not in features:
+        raise UserError(f"{path} has no input_ids feature; it was not made by `python -m mlm_tpu.shard` or the "
+                        "reference sharder")
+    return {name: len(feature.int64_list.value) for name, feature in sorted(features.items())}
+
+
+def _check_kind(found: str, wanted: str, flag: str, folder: str) -> None:
+    """Refuse shards of another kind than the task trains on, saying what they are and what to do."""
+    if found != wanted:
+        raise UserError(f"{flag}: the shards in {folder} are {WHAT_THEY_ARE[found]}, which train with "
+                        f"{TRAINED_WITH[found]}; make shards for this task with {HOW_TO_MAKE[wanted]}")
+
+
+def _check_lengths(found: Dict[str, int], wanted: Dict[str, Optional[int]], flag: str, folder: str) -> None:
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        raise UserError(f"{flag}: the shards in {folder} have no {' and no '.join(missing)} feature; re-shard them "
+                        "with `python -m mlm_tpu.shard`")
+    for name, length in wanted.items():
+        if length is not None and found[name] != length:
+            length_flag, what = LENGTH_FLAGS[name]
+            raise UserError(f"{flag}: the shards in {folder} hold {found[name]}-token {what}, not {length_flag} "
+                            f"{length}; pass {length_flag} {found[name]} or re-shard")
+
+
+def find_corrupt_shard(shards: ShardSet) -> Optional[str]:
+    """The first shard whose records fail their checksums (after TensorFlow reported data loss)."""
+    for path in shards.files:
+        with tf.io.gfile.GFile(path, "rb") as stream:
+            data = stream.read()
+        try:
+            for _ in iter_records(data, path):
+                pass
+        except UserError as error:
+            return str(error)
+    return None

@@ -1,0 +1,146 @@
+"""Cutting a corpus into count-named TFRecord shards for TPU training (`python -m mlm_tpu.shard`, `shard_corpus`).
+
+--task mlm (default): documents are tokenized in parallel batches, concatenated (each keeps its
+[CLS] ... [SEP]) and cut into examples of exactly --max-length tokens; only the remainder at the
+end of the split is dropped. Records: input_ids, attention_mask.
+
+--task text2text (T5 classification and generation): each row becomes one example: --source-prefix
+and the --input-column(s), joined by newlines, as input_ids/attention_mask of --max-length (a
+longer input keeps its first and last halves), and the --target-column as labels of
+--max-target-length, padded with -100.
+
+Shards go to `<output-dir>/<split>/<prefix>-<index>-<count>.tfrecord`, locally or on gs://,
+with a manifest.json written last. Re-running an interrupted job finishes it.
+"""
+
+import dataclasses
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.console import log, progress, warn
+from mlm_tpu.corpus import Corpus, CorpusSource
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import KINDS, MANIFEST, MLM, TEXT2TEXT
+from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples, check_max_length
+from mlm_tpu.shards.storage import open_split_storage
+from mlm_tpu.shards.text2text import Text2TextExamples
+from mlm_tpu.shards.writer import ShardWriter
+from mlm_tpu.tokenizer.load import load_tokenizer
+
+SHARD_PREFIX = re.compile(r"^[\w.-]+$")
+TASK_ALIASES = {"classification": TEXT2TEXT, "generation": TEXT2TEXT, "masked-lm": MLM}  # the trainer's words
+
+
+@dataclass
+class ShardingConfig:
+    """What `python -m mlm_tpu.shard` does; the flags of the same names fill it."""
+
+    tokenizer: str  # tokenizer folder or Hub name (a fast tokenizer)
+    output_dir: str  # local folder or gs://BUCKET/PATH; shards go to <output_dir>/<split>/
+    task: str = MLM  # the kind of examples: mlm, text2text (or classification/generation), span-corruption
+    corpus: CorpusSource = field(default_factory=CorpusSource)
+    input_columns: Tuple[str, ...] = ()  # text2text: the columns joined into the input
+    target_column: Optional[str] = None  # text2text: the column holding the target
+    source_prefix: str = ""  # text2text: task prefix put before every input
+    max_length: int = setting(512, low=MIN_MAX_LENGTH)  # tokens per example (per input, for text2text)
+    max_target_length: int = setting(128, low=2)  # text2text: tokens per target, </s> included
+    shard_size: int = setting(1000, low=1)  # examples per shard
+    prefix: str = "dataset"  # shard file name prefix
+    num_workers: Optional[int] = setting(None, low=1)  # tokenizer threads (None: every core)
+    batch_size: int = setting(1000, low=1)  # documents tokenized at a time
+    overwrite: bool = False  # replace the shards and manifest already in the split's folder
+    storage_retry_seconds: float = setting(120.0, low=0)  # how long gs:// calls retry transient errors
+
+
+def check_config(config: ShardingConfig) -> ShardingConfig:
+    """The config checked, with the task's other spellings turned into the kind of split they mean."""
+    check_ranges(config)
+    task = TASK_ALIASES.get(config.task, config.task)
+    if task not in KINDS:
+        raise UserError(f"--task must be one of {', '.join(KINDS)}, not '{config.task}'")
+    if not SHARD_PREFIX.match(config.prefix):
+        looks_like_a_task_prefix = " (a task prefix such as 'quality:' before every input is --source-prefix)"
+        raise UserError(f"--prefix names the shard files and may hold letters, digits, '.', '_' and '-', not "
+                        f"'{config.prefix}'{looks_like_a_task_prefix if task == TEXT2TEXT else ''}")
+    text2text_flags = {"--input-column": config.input_columns, "--target-column": config.target_column,
+                       "--source-prefix": config.source_prefix}
+    if task != TEXT2TEXT:
+        given = [flag for flag, value in text2text_flags.items() if value]
+        if given:
+            raise UserError(f"{given[0]} is for --task text2text; --task {task} reads --text-column")
+        return dataclasses.replace(config, task=task)
+    if not config.input_columns or not config.target_column:
+        raise UserError("--task text2text needs --input-column (one or more) and --target-column, e.g. "
+                        "--input-column question --target-column answer")
+    if config.target_column in config.input_columns:
+        raise UserError(f"--target-column '{config.target_column}' is also an --input-column; the model would see "
+                        "the answer in its input")
+    return dataclasses.replace(config, task=task)
+
+
+def example_maker(config: ShardingConfig, tokenizer) -> ExampleMaker:
+    """What turns corpus batches into examples: packed documents (mlm) or one example per row (text2text)."""
+    threads = config.num_workers or os.cpu_count() or 1
+    if config.task == MLM:
+        return PackedExamples(tokenizer, threads, config.max_length)
+    return Text2TextExamples(tokenizer, threads, config.input_columns, config.target_column, config.source_prefix,
+                             config.max_length, config.max_target_length)
+
+
+def settings_of(config: ShardingConfig, maker: ExampleMaker, corpus: Corpus) -> dict:
+    """What makes a split what it is: a re-run with other settings must not mix into it."""
+    settings = {"task": config.task, "split": corpus.source.split, "prefix": config.prefix,
+                "max_length": config.max_length, "shard_size": config.shard_size,
+                "tokenizer_fingerprint": maker.encoder.fingerprint, "corpus": corpus.source.describe()}
+    if config.task == TEXT2TEXT:
+        settings.update({"input_columns": list(config.input_columns), "target_column": config.target_column,
+                         "source_prefix": config.source_prefix, "max_target_length": config.max_target_length})
+    return settings
+
+
+def shard_corpus(config: ShardingConfig) -> dict:
+    """Run the whole job; return the split's manifest."""
+    config = check_config(config)
+    corpus = Corpus(config.corpus)
+    tokenizer = load_tokenizer(config.tokenizer, fast=True)
+    for warning in check_max_length(config.max_length, tokenizer):
+        warn(warning)
+    maker = example_maker(config, tokenizer)
+    storage = open_split_storage(config.output_dir, corpus.source.split, config.storage_retry_seconds)
+    writer = ShardWriter(storage, config.prefix, config.shard_size, maker.feature_lengths,
+                         settings_of(config, maker, corpus))
+    start = writer.resume_point(config.overwrite)
+    if start.complete:
+        log(f"{storage.location()} is already complete ({len(writer.shards)} shards, manifest verified); "
+            "nothing to do. Pass --overwrite to make it again.")
+        return writer.manifest
+    if start.counters:
+        maker.restore(start.counters)
+        log(f"Resuming: {start.shards} shards already written and verified; re-reading the corpus "
+            f"from document {start.counters['documents']:,}")
+    lengths = (f"{config.max_length}-token examples" if config.task == MLM else
+               f"examples of {config.max_length} input and {config.max_target_length} target tokens")
+    log(f"Sharding {corpus.name()} into {lengths}, {config.shard_size} per shard, -> {storage.location()}")
+    started = time.perf_counter()
+    units_at_start = maker.counters["units"]
+    skip_units = start.shards * config.shard_size * maker.units_per_example - units_at_start  # already in kept shards
+    with progress(desc="sharding", unit=" docs", total=corpus.source.limit, initial=maker.counters["documents"]) as bar:
+        for batch in maker.batches(corpus, config.batch_size):
+            before = maker.snapshot()
+            piece = maker.encode(batch)
+            if skip_units:
+                piece, skip_units = maker.drop(piece, skip_units)
+            writer.add(maker.examples(piece), before)
+            bar.update(len(batch))
+            bar.set_postfix(examples=f"{writer.records:,}", shards=len(writer.shards), refresh=False)
+    manifest = writer.finish(maker.totals())
+    seconds = time.perf_counter() - started
+    shards = len(manifest["shards"])
+    rate = (maker.counters["units"] - units_at_start) / max(seconds, 1e-9)
+    log(f"Wrote {manifest['records']:,} {lengths} in {shards} shard{'s' * (shards != 1)} {maker.summary()} in "
+        f"{seconds:.1f} s ({rate:,.0f} {maker.unit_name}/s). Manifest: {storage.location(MANIFEST)}")
+    return manifest

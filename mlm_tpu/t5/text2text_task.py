@@ -1,0 +1,129 @@
+"""`--task classification|generation`: T5 (TFT5ForConditionalGeneration) fine-tuned, or trained from scratch,
+on text-to-text shards.
+
+The model computes its own loss from the labels (-100 where there is no target token), shifting
+them right into decoder inputs itself. Each epoch, validation predicts on every eval example:
+class ids for classification (one decoder step, argmax over the label tokens on the device),
+generated text for generation (XLA-compiled `generate`), and the output folder keeps the epoch
+with the best score. What the task is, its labels and its lengths are written into the saved
+config (`task_specific_params`), where `python -m mlm_tpu.predict text2text` finds them.
+"""
+
+from typing import Dict, List, Optional
+
+from transformers import TFT5ForConditionalGeneration
+
+from mlm_tpu.console import log
+from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.loading import load_model
+from mlm_tpu.shards.format import TEXT2TEXT, features_of
+from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.t5.classification import LabelSet
+from mlm_tpu.t5.evaluation import Text2TextValidation, can_compile_per_replica
+from mlm_tpu.t5.generation import GENERATION_SCORES
+from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
+from mlm_tpu.t5.task_settings import TASK_PARAMS, make_scorer, task_settings
+from mlm_tpu.tokenizer.load import load_tokenizer
+from mlm_tpu.training.task import BestMetric, Task, Validation
+
+BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
+
+
+def load_t5_tokenizer(config):
+    """--tokenizer, else the tokenizer of --model-name-or-path."""
+    if config.tokenizer:
+        return load_tokenizer(config.tokenizer)
+    if config.model_name_or_path:
+        return load_tokenizer(config.model_name_or_path, "--model-name-or-path")
+    raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
+                    "--model-name-or-path whose tokenizer made them")
+
+
+def build_t5(config, tokenizer, settings: Dict[str, object]):
+    """A T5 from --model-name-or-path's weights, or from scratch with --model-config; `settings` go into its config."""
+    if config.model_name_or_path:
+        model = load_model(config.model_name_or_path, TFT5ForConditionalGeneration, "--model-name-or-path")
+        if len(tokenizer) > model.config.vocab_size:
+            raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
+                            f"{model.config.vocab_size} embeddings; use the model's own tokenizer")
+    else:
+        model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer))
+    model.config.task_specific_params = {**(model.config.task_specific_params or {}), TASK_PARAMS: settings}
+    return model
+
+
+class Text2TextTask(Task):
+    shard_kind = TEXT2TEXT
+    model_class = TFT5ForConditionalGeneration
+    accuracy_name = "token_accuracy"
+    pipeline_tag = "text2text-generation"
+    unused_settings = ("mlm_probability",)
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.scorer = None  # ClassificationScorer or GenerationScorer, once the shards are known
+        self.settings: Dict[str, object] = {}
+
+    def check(self, config) -> None:
+        super().check(config)
+        if config.labels and self.name != "classification":
+            raise UserError("--labels is for --task classification")
+        if config.max_new_tokens is not None and self.name != "generation":
+            raise UserError("--max-new-tokens is for --task generation; classification takes one decoder step")
+        if config.metric_for_best_model and config.metric_for_best_model not in BEST_METRICS[self.name]:
+            raise UserError(f"--metric-for-best-model for {self.name} is one of {', '.join(BEST_METRICS[self.name])}, "
+                            f"not {config.metric_for_best_model}")
+        if config.model_name_or_path and config.model_config:
+            raise UserError("give --model-name-or-path (pretrained weights) or --model-config (from scratch), not both")
+
+    def load_tokenizer(self, config):
+        return load_t5_tokenizer(config)
+
+    def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
+        return features_of(TEXT2TEXT, max_length, max_target_length)
+
+    def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+        manifest = train.manifest or {}
+        self.settings = {"task": self.name, "source_prefix": manifest.get("settings", {}).get("source_prefix", ""),
+                         "max_length": train.features["input_ids"]}
+        if self.name == "classification":
+            labels = LabelSet.from_names(_label_names(config.labels, train, evaluation), tokenizer)
+            self.settings.update(labels.as_config())
+            log(f"Classes: {', '.join(f'{name} (token {token})' for name, token in zip(labels.names, labels.token_ids))}")
+        else:
+            self.settings["max_new_tokens"] = config.max_new_tokens or train.features["labels"]
+        self.scorer = make_scorer(self.settings, tokenizer, train.features["labels"])
+
+    def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
+        if config.mlm_probability is not None:
+            raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
+        settings = task_settings(model.config) or {"task": "generation"}
+        self.scorer = make_scorer(settings, tokenizer, shards.features["labels"])
+
+    def build_model(self, config, tokenizer, train: ShardSet):
+        return build_t5(config, tokenizer, self.settings)
+
+    def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
+                   on_tpu: bool) -> Validation:
+        jit_compile = on_tpu or (self.name == "generation" and can_compile_per_replica(strategy))
+        return Text2TextValidation(strategy, model, self.scorer, shards, per_replica_batch_size, jit_compile)
+
+    def best_metric(self, config) -> Optional[BestMetric]:
+        return BestMetric(config.metric_for_best_model or self.scorer.best_metric)
+
+
+def _label_names(given: Optional[List[str]], train: ShardSet, evaluation: Optional[ShardSet]) -> List[str]:
+    """--labels, else the targets the training shards' manifest counted; every target the manifests count
+    must be among them."""
+    counted = {flag: (shards.manifest or {}).get("target_counts") if shards else None
+               for flag, shards in (("--train-dataset", train), ("--eval-dataset", evaluation))}
+    names = list(given or sorted(counted["--train-dataset"] or ()))
+    if not names:
+        raise UserError("--task classification needs the class names: pass --labels (e.g. --labels none low high); "
+                        "the training shards' manifest does not list their targets")
+    for flag, counts in counted.items():
+        unknown = sorted(set(counts or ()) - set(names))
+        if unknown:
+            raise UserError(f"{flag} has targets that are not among the labels {names}: {', '.join(unknown[:5])}; "
+                            "pass --labels with every class")
+    return names

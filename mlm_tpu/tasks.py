@@ -1,0 +1,56 @@
+"""The tasks mlm_tpu trains, called by one word each in every command, and the plug-in that runs each.
+
+| task            | shards (`shard --task`) | model                  | validation each epoch                       |
+|-----------------|-------------------------|------------------------|---------------------------------------------|
+| mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
+| classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
+| generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
+
+The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
+"""
+
+import importlib
+from typing import Dict, Optional, Tuple
+
+from mlm_tpu.errors import UserError
+
+PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_tpu.training.task.Task
+    "mlm": ("mlm_tpu.mlm.task", "MaskedLmTask"),
+    "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
+    "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
+}
+TASKS = tuple(PLUG_INS)
+T5_TASKS = tuple(task for task in TASKS if task != "mlm")
+
+
+def task_from_head(task: Optional[str], head: Optional[str]) -> str:
+    """The task meant by the flags --task and the old --head."""
+    if head == "t5" and task is None:
+        raise UserError(f"--head t5 needs --task: one of {', '.join(T5_TASKS)}")
+    if head == "t5" and task not in T5_TASKS:
+        raise UserError(f"--task {task} is not a T5 task; --head t5 trains {', '.join(T5_TASKS)}")
+    if head == "mlm" and task not in (None, "mlm"):
+        raise UserError(f"--head mlm is --task mlm, not --task {task}")
+    return task or "mlm"
+
+
+def make_task(name: str):
+    """The plug-in that runs task `name` in the trainer (its module is imported only when used)."""
+    if name not in PLUG_INS:
+        raise UserError(f"--task must be one of {', '.join(TASKS)}, not '{name}'")
+    module, attribute = PLUG_INS[name]
+    return getattr(importlib.import_module(module), attribute)(name)
+
+
+def task_of_saved_model(name_or_path: str) -> str:
+    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
+    any other model is a masked LM (loading it will say if it is not)."""
+    from mlm_tpu.model_folder.loading import model_type
+
+    if model_type(name_or_path) != "t5":
+        return "mlm"
+    from transformers import AutoConfig
+
+    from mlm_tpu.t5.task_settings import task_settings
+
+    return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")

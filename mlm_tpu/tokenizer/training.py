@@ -1,0 +1,108 @@
+"""Train a Unigram tokenizer on a corpus and save it (`python -m mlm_tpu.tokenizer train`, `train_tokenizer`).
+
+The result is a `save_pretrained` folder that `AutoTokenizer.from_pretrained` loads, plus
+`tokenizer_training.json` saying how it was made. It is always saved locally, and pushed to the
+Hub when asked.
+"""
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional
+
+import tokenizers
+import transformers
+
+import mlm_tpu
+from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.console import log, progress
+from mlm_tpu.corpus import Corpus, CorpusSource
+from mlm_tpu.errors import UserError
+from mlm_tpu.hub import push_folder_to_hub
+from mlm_tpu.output_dir import check_output_dir, staged_output_dir
+from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
+
+TRAINING_INFO_FILE = "tokenizer_training.json"
+DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
+MAX_VOCAB_SIZE = 2**20  # above the largest vocabularies in use (256 K); the trainer's memory grows with it
+
+
+@dataclass
+class TokenizerTrainingConfig:
+    """What `python -m mlm_tpu.tokenizer train` does; the flags of the same names fill it."""
+
+    output_dir: str  # folder to save the tokenizer in
+    corpus: CorpusSource = field(default_factory=CorpusSource)
+    template: str = "mlm"  # special tokens and framing: mlm (RoBERTa) or t5
+    vocab_size: int = setting(DEFAULT_VOCAB_SIZE, low=1, high=MAX_VOCAB_SIZE)  # special tokens included
+    batch_size: int = setting(1000, low=1)  # documents handed to the trainer at a time
+    model_max_length: int = setting(512, low=2)  # longest sequence a model using the tokenizer accepts
+    overwrite: bool = False  # write into a non-empty output_dir, replacing the tokenizer's files
+    push_to_hub: bool = False
+    hub_model_id: Optional[str] = None  # implies push_to_hub
+
+
+def check_config(config: TokenizerTrainingConfig) -> None:
+    check_ranges(config)
+    if config.template not in TEMPLATES:
+        raise UserError(f"--template must be one of {', '.join(sorted(TEMPLATES))}, not '{config.template}'")
+    reserved = TEMPLATES[config.template].reserved
+    if config.vocab_size <= reserved:
+        raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
+                        f"tokens alone take {reserved} ids; use at least {reserved + 1} (the reference uses "
+                        f"{DEFAULT_VOCAB_SIZE})")
+    check_output_dir(config.output_dir, config.overwrite)
+
+
+def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, vocab_size: int, seconds: float) -> dict:
+    return {
+        "corpus": corpus.source.describe(),
+        "documents": corpus.documents_read,
+        "characters": corpus.characters_read,
+        "template": config.template,
+        "vocab_size_requested": config.vocab_size,
+        "vocab_size": vocab_size,
+        "model_max_length": config.model_max_length,
+        "seconds": round(seconds, 2),
+        "versions": {"mlm_tpu": mlm_tpu.__version__, "tokenizers": tokenizers.__version__,
+                     "transformers": transformers.__version__, "python": platform.python_version()},
+    }
+
+
+def _progress_batches(corpus: Corpus, batch_size: int) -> Iterator[List[str]]:
+    """The corpus' batches, counting documents on a progress bar as the trainer consumes them."""
+    with progress(desc=f"reading {corpus.name()}", unit=" docs", total=corpus.source.limit) as bar:
+        for batch in corpus.batches(batch_size):
+            bar.update(len(batch))
+            yield batch
+
+
+def train_tokenizer(config: TokenizerTrainingConfig) -> str:
+    """Train, save (atomically) and optionally push; return the output folder."""
+    check_config(config)
+    corpus = Corpus(config.corpus)
+    template = TEMPLATES[config.template]
+    log(f"Training a Unigram tokenizer ({template.name} template, vocabulary {config.vocab_size}) on {corpus.name()}")
+    started = time.perf_counter()
+    # The trainer draws its own bars on stdout; off a terminal they are only blank lines.
+    tokenizer = train_unigram(_progress_batches(corpus, config.batch_size), config.vocab_size, template,
+                              show_progress=sys.stdout.isatty())
+    seconds = time.perf_counter() - started
+    wrapped = as_transformers_tokenizer(tokenizer, config.model_max_length, template)
+    info = _training_info(config, corpus, tokenizer.get_vocab_size(), seconds)
+    with staged_output_dir(config.output_dir) as staging:
+        wrapped.save_pretrained(staging)
+        with open(os.path.join(staging, TRAINING_INFO_FILE), "w", encoding="utf-8") as stream:
+            json.dump(info, stream, indent=2)
+            stream.write("\n")
+    short = "" if info["vocab_size"] >= config.vocab_size else " (the corpus is too small for more)"
+    log(f"Trained on {info['documents']:,} documents, {info['characters']:,} characters: vocabulary "
+        f"{info['vocab_size']:,}{short}, {seconds:.1f} s. Saved to {config.output_dir}")
+    if config.push_to_hub or config.hub_model_id:
+        repo_id = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
+        url = push_folder_to_hub(config.output_dir, repo_id, "Upload Unigram tokenizer trained with mlm_tpu")
+        log(f"Pushed to the Hub: {url}")
+    return config.output_dir

@@ -1,0 +1,85 @@
+"""The typed configs of the commands that run models: a training run (`python train.py`), an evaluation
+(`python -m mlm_tpu.evaluate`), and the hardware both run on. No TensorFlow here: flags are checked
+before it loads.
+
+The defaults here are the only defaults. A run writes its config to `training_args.json` in its
+output folder, and `python train.py --config <that file>` replays (or resumes) exactly that run;
+`configs/` holds the README's runs written the same way.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from mlm_tpu.configuration import setting
+
+MAX_SEED = 2**31 - 1
+
+
+@dataclass
+class HardwareConfig:
+    """The flags that say where a command runs; shared by training and evaluation."""
+
+    tpu: Optional[str] = None  # "local": this TPU VM (or Colab's); else a TPU node's name
+    tpu_zone: Optional[str] = None
+    gcp_project: Optional[str] = None
+    bf16: Optional[bool] = None  # bfloat16 mixed precision (None: on exactly on TPUs)
+    cpu_replicas: int = setting(1, low=1, high=64)  # split the CPU into replicas (MirroredStrategy)
+    deterministic: Optional[bool] = None  # TensorFlow's deterministic kernels (None: on, except on TPUs)
+
+    @property
+    def wants_bf16(self) -> bool:
+        return self.bf16 if self.bf16 is not None else self.tpu is not None
+
+    @property
+    def wants_determinism(self) -> bool:
+        return self.deterministic if self.deterministic is not None else self.tpu is None
+
+
+
+@dataclass
+class TrainingConfig:
+    """One training run: data, model, optimisation, output and hardware."""
+
+    train_dataset: str  # folder (local or gs://) of training shards
+    output_dir: str  # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
+    task: str = "mlm"  # mlm | span-corruption | classification | generation (mlm_tpu.tasks)
+    eval_dataset: Optional[str] = None  # folder of validation shards, scored each epoch
+    tokenizer: Optional[str] = None  # the tokenizer the shards were made with
+    # model
+    model_config: Optional[str] = None  # train from scratch with this shape (a preset, a config.json, a Hub name)
+    model_name_or_path: Optional[str] = None  # T5 tasks: start from these pretrained weights instead
+    max_length: Optional[int] = setting(None, low=8)  # tokens per example (per input for T5); None: the shards'
+    max_target_length: Optional[int] = setting(None, low=2)  # T5 text2text: tokens per target; None: the shards'
+    # optimisation
+    per_replica_batch_size: int = setting(8, low=1)
+    num_epochs: int = setting(1, low=1)
+    max_steps: Optional[int] = setting(None, low=1)  # stop after this many steps in all (None: the epochs)
+    learning_rate: float = setting(1e-4, low=0, low_open=True, high=10)  # peak learning rate (AdamW)
+    weight_decay_rate: float = setting(1e-3, low=0, high=1)
+    warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up
+    seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
+    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together
+    # task settings
+    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
+    labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
+    max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
+    metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
+    # the training loop and its outputs
+    steps_per_execution: int = setting(1, low=1)  # steps per call into the device (100s suit TPUs)
+    backup_steps: Optional[int] = setting(None, low=1)  # backup every N optimizer steps (None: each epoch)
+    logging_steps: Optional[int] = setting(None, low=1)  # log the training loss every N steps (None: each epoch)
+    hub_model_id: Optional[str] = None  # push the output folder to this Hub repo each epoch
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+
+@dataclass
+class EvaluationConfig:
+    """What `python -m mlm_tpu.evaluate` does; the flags of the same names fill it."""
+
+    model: str  # the trained model: train.py's --output-dir, a save_pretrained folder or a Hub name
+    eval_dataset: str  # folder (local or gs://) of shards to evaluate on
+    max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
+    per_replica_batch_size: int = setting(8, low=1)  # masks depend on it: compare runs made with the same
+    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
+    seed: int = setting(42, low=0, high=MAX_SEED)  # of the masks (or spans)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)

@@ -1,0 +1,87 @@
+"""What a task adds to the trainer: the interface each product line implements (mlm/task.py, t5/*_task.py).
+
+The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
+the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it
+needs, builds its model, turns decoded batches into model inputs (masking, span corruption or
+nothing), and scores the model on the validation shards each epoch.
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.training.config import TrainingConfig
+
+Scores = Dict[str, float]
+
+
+@dataclass(frozen=True)
+class BestMetric:
+    """The validation score that decides which epoch's model the output folder keeps."""
+
+    name: str  # a key of the validation scores ("accuracy", "loss", ...)
+    higher_is_better: bool = True
+
+    def improves(self, value: float, best: Optional[float]) -> bool:
+        return best is None or (value > best if self.higher_is_better else value < best)
+
+
+class Validation:
+    """Scores the model on the validation shards; `run()` is called at each epoch's end."""
+
+    def run(self) -> Scores:
+        raise NotImplementedError
+
+    def describe(self, scores: Scores) -> str:
+        """The scores in words, for the epoch's log line."""
+        raise NotImplementedError
+
+
+class Task:
+    """The interface the trainer (and the evaluate command) drives, one instance per run."""
+
+    shard_kind: str  # the kind of split it trains on (mlm_tpu.shards.format.KINDS)
+    model_class: type  # the transformers TF class of its models
+    accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
+    pipeline_tag: str  # what the Hub calls what the model does ("fill-mask", "text2text-generation")
+    unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def check(self, config: TrainingConfig) -> None:
+        """Refuse settings that belong to other tasks, and settings of this one that cannot work."""
+        for name in self.unused_settings:
+            if getattr(config, name) not in (None, ()):
+                raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
+
+    def load_tokenizer(self, config: TrainingConfig):
+        raise NotImplementedError
+
+    def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
+        """The features the shards must hold, and their lengths (None: what the shards hold)."""
+        raise NotImplementedError
+
+    def prepare(self, config: TrainingConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+        """Settings and checks that need the shards, before any model is built."""
+
+    def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
+        """The same for `python -m mlm_tpu.evaluate` (an EvaluationConfig), from a saved model."""
+
+    def build_model(self, config: TrainingConfig, tokenizer, train: ShardSet):
+        """The model (called inside the strategy's scope)."""
+        raise NotImplementedError
+
+    def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
+        """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""
+        return lambda seed: None
+
+    def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
+                   on_tpu: bool) -> Validation:
+        """What scores the model on `shards` at each epoch's end (and in the evaluate command)."""
+        raise NotImplementedError
+
+    def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
+        """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""
+        return None

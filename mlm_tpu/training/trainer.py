@@ -1,0 +1,354 @@
+"""The training loop, in plain sight: run steps; at each epoch's end validate, then save if the score improved,
+then push; back up at exact steps. `train(config)` is `python train.py`.
+
+What the 🤗 TPU language-modeling example does (shards -> batches -> model under a strategy ->
+`create_optimizer` -> steps), with the order of things written out here rather than implied by
+a list of Keras callbacks, and these promises:
+- a run killed at any moment and started again with the same command continues from its last
+  backup and ends with the same weights, bit for bit, as if it had never stopped (on CPUs, and
+  GPUs with deterministic kernels): the backup is written at an exact step with the loop's state,
+  the input pipeline restarts at that step (shards/pipeline.py), and dropout, masks and spans are
+  keyed by the step (dropout.py);
+- every step's training loss comes back from the device: a loss that is not finite stops the run
+  before anything is saved over a good model;
+- `--steps-per-execution` runs that many steps per call into the device, cut short only where an
+  epoch ends or a backup is due, so backups fall every `--backup-steps` steps exactly.
+What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.py, t5/).
+"""
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from transformers import create_optimizer
+
+import mlm_tpu
+from mlm_tpu.configuration import check_ranges, to_dict
+from mlm_tpu.console import log, progress
+from mlm_tpu.errors import UserError
+from mlm_tpu.jsonfiles import write_json
+from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.pipeline import distributed_training_dataset, steps_per_epoch
+from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_shards
+from mlm_tpu.tasks import make_task
+from mlm_tpu.training.backup import Backup
+from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.dropout import key_dropout_by_step
+from mlm_tpu.training.hardware import describe, set_up
+from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
+from mlm_tpu.training.task import Task
+
+RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
+BEST_RECORD = "best_model.json"
+
+
+@dataclass
+class Plan:
+    global_batch_size: int
+    steps_per_epoch: int
+    epochs: int
+    total_steps: int
+
+
+@dataclass
+class LoopState:
+    """What the loop keeps between steps, saved with every backup so a resumed run goes on identically."""
+
+    epoch_loss: float = 0.0  # sum of this epoch's step losses so far
+    epoch_steps: int = 0
+    epoch_hits: float = 0.0  # scored positions predicted right, and scored positions, this epoch
+    epoch_scored: float = 0.0
+    interval_loss: float = 0.0  # since the last logging step
+    interval_steps: int = 0
+    best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
+    epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
+
+
+@dataclass
+class TrainingResult:
+    output_dir: str
+    steps: int
+    epochs: List[dict]  # {epoch, step, loss, <accuracy>, validation: {...}, saved}
+    best: Optional[dict]
+
+
+def check_config(config: TrainingConfig, task: Task) -> None:
+    check_ranges(config)
+    task.check(config)
+    if config.output_dir.startswith("gs://"):
+        raise UserError("--output-dir must be a local folder (the backup and save_pretrained write there); "
+                        "push the result with --hub-model-id or copy it to gs:// afterwards")
+    if config.backup_steps and config.backup_steps % config.steps_per_execution:
+        raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
+                        f"{config.steps_per_execution}: a backup can only be written between executions; use "
+                        f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
+    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
+        raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+
+
+def make_output_dir(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot create --output-dir {path}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK):
+        raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
+
+
+def find_training_shards(config: TrainingConfig, task: Task):
+    features = task.features(config.max_length, config.max_target_length)
+    train = find_shards(config.train_dataset, task.shard_kind, features, "--train-dataset")
+    if not config.eval_dataset:
+        return train, None
+    evaluation = find_shards(config.eval_dataset, task.shard_kind, features, "--eval-dataset")
+    if evaluation.features != train.features:
+        raise UserError(f"--eval-dataset holds examples of other lengths ({evaluation.features}) than --train-dataset "
+                        f"({train.features}); shard both with the same --max-length")
+    return train, evaluation
+
+
+def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
+    """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
+    global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
+    per_epoch = steps_per_epoch(shards, config.per_replica_batch_size, strategy)
+    if per_epoch == 0:
+        raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
+                        f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
+    total = config.max_steps or per_epoch * config.num_epochs
+    per_epoch = min(per_epoch, total)
+    return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
+
+
+def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
+    """The task's model, built, and AdamW with warmup then linear decay (`create_optimizer`)."""
+    model = task.build_model(config, tokenizer, shards)
+    model.build_in_name_scope()  # the weights exist before a backup is restored into them
+    optimizer, _ = create_optimizer(init_lr=config.learning_rate, num_train_steps=plan.total_steps,
+                                    num_warmup_steps=int(plan.total_steps * config.warmup_ratio),
+                                    weight_decay_rate=config.weight_decay_rate)
+    optimizer.iterations  # created now, under the strategy, so the backup restores the step into it
+    return model, optimizer
+
+
+def make_train_steps(strategy, model, optimizer, dropout_keys):
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (mean over replicas),
+    scored positions predicted right, and scored positions."""
+    replicas = strategy.num_replicas_in_sync
+
+    def replica_step(batch):
+        dropout_keys.start_step(optimizer.iterations)
+        with tf.GradientTape() as tape:
+            outputs = model(**batch, training=True)
+            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) / replicas
+        variables = model.trainable_variables
+        gradients = tape.gradient(loss, variables)
+        optimizer.apply_gradients([(gradient, variable) for gradient, variable in zip(gradients, variables)
+                                   if gradient is not None])
+        labels = tf.cast(batch["labels"], tf.int32)
+        scored = tf.not_equal(labels, IGNORE_INDEX)
+        right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
+        return tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))])
+
+    @tf.function
+    def train_steps(iterator, steps):
+        results = tf.TensorArray(tf.float32, size=steps)
+        for index in tf.range(steps):
+            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            results = results.write(index, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
+        return results.stack()
+
+    return train_steps
+
+
+class Trainer:
+    """One training run of `config`; `run()` trains and returns what happened."""
+
+    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()):
+        self.config = config
+        self.task = make_task(config.task)
+        self.user_callbacks = list(callbacks)
+
+    def run(self) -> TrainingResult:
+        config, task = self.config, self.task
+        check_config(config, task)
+        strategy = set_up(config.hardware)
+        keras.utils.set_random_seed(config.seed)
+        self.train_shards, eval_shards = find_training_shards(config, task)
+        tokenizer = task.load_tokenizer(config)
+        task.prepare(config, tokenizer, self.train_shards, eval_shards)
+        plan = plan_steps(config, self.train_shards, strategy)
+        make_output_dir(config.output_dir)
+        pusher = self._hub_pusher()
+        log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
+            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}; "
+            f"{self.train_shards.records:,} examples in {len(self.train_shards.files)} shards -> "
+            f"{plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
+        write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self._run_info(plan, strategy))
+        with strategy.scope():
+            model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
+            dropout_keys = key_dropout_by_step(model, config.seed)
+            backup = Backup(os.path.join(config.output_dir, "backup"), model, optimizer)
+            restored = backup.restore()
+        step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
+        if step:
+            log(f"Resuming from the backup at step {step} of {plan.total_steps}")
+        validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
+                                     config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
+        dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
+                                               task.make_transform(tokenizer), seed=config.seed,
+                                               window=config.shuffle_buffer_size,
+                                               steps_per_epoch=plan.steps_per_epoch, start_step=step)
+        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state)
+        try:
+            loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
+        except BaseException:
+            if pusher:
+                pusher.abandon()
+            raise
+        backup.remove()
+        if pusher:
+            pusher.finish(f"End of training ({plan.total_steps} steps)")
+        first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
+        log(f"Done: loss {first:.3f} -> {last:.3f}; model and tokenizer in {config.output_dir}")
+        return TrainingResult(config.output_dir, plan.total_steps, state.epochs, state.best)
+
+    def _hub_pusher(self):
+        if not self.config.hub_model_id:
+            return None
+        from mlm_tpu.hub import HubPusher
+
+        return HubPusher(self.config.hub_model_id, self.config.output_dir)
+
+    def _run_info(self, plan: Plan, strategy) -> dict:
+        """training_args.json: the config (`--config` replays it) and, under "run", what this run computed."""
+        return {**to_dict(self.config), "run": {
+            "replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
+            "train_examples": self.train_shards.records, "mlm_tpu_version": mlm_tpu.__version__}}
+
+
+class _Loop:
+    """The steps of one run and what happens between them."""
+
+    def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
+                 logs: RunLogs, state: LoopState):
+        self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
+        self.plan, self.model, self.tokenizer = plan, model, tokenizer
+        self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
+        self.best_metric = self.task.best_metric(self.config) if validation else None
+        self.callbacks = keras.callbacks.CallbackList(trainer.user_callbacks, model=model)
+
+    def execution_length(self, step: int) -> int:
+        """Steps until the next place the loop must stop: an epoch's end, a backup, the end, or a full execution."""
+        stops = [step + self.config.steps_per_execution, (step // self.plan.steps_per_epoch + 1) *
+                 self.plan.steps_per_epoch, self.plan.total_steps]
+        if self.config.backup_steps:
+            stops.append((step // self.config.backup_steps + 1) * self.config.backup_steps)
+        return min(stops) - step
+
+    def train(self, train_steps, iterator, step: int) -> None:
+        self.callbacks.on_train_begin()
+        bar = None
+        started = time.perf_counter()
+        while step < self.plan.total_steps:
+            epoch = step // self.plan.steps_per_epoch
+            if bar is None:
+                bar = progress(total=self.plan.steps_per_epoch, initial=step - epoch * self.plan.steps_per_epoch,
+                               desc=f"epoch {epoch + 1}/{self.plan.epochs}", unit=" steps", disable=None, leave=False)
+                self.callbacks.on_epoch_begin(epoch)
+                started = time.perf_counter()
+            length = self.execution_length(step)
+            try:
+                results = train_steps(iterator, tf.constant(length)).numpy()
+            except tf.errors.DataLossError:
+                raise UserError(find_corrupt_shard(self.shards) or "a shard is corrupt; re-shard the data") from None
+            self.check_finite(results[:, 0], step)
+            self.count(results, step)
+            step += length
+            bar.update(length)
+            self.callbacks.on_train_batch_end(step - 1, {"loss": float(results[-1, 0])})
+            if step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps:
+                bar.close()
+                bar = None
+                self.end_epoch(epoch, step, time.perf_counter() - started)
+                if self.model.stop_training:  # a user's Keras callback asked to stop
+                    break
+            if step < self.plan.total_steps and self.backup_due(step):
+                self.backup.save(step, asdict(self.state))
+                log(f"Backup written at step {step}")
+        self.callbacks.on_train_end()
+
+    def backup_due(self, step: int) -> bool:
+        if self.config.backup_steps:
+            return step % self.config.backup_steps == 0
+        return step % self.plan.steps_per_epoch == 0
+
+    def check_finite(self, losses: np.ndarray, step: int) -> None:
+        bad = np.flatnonzero(~np.isfinite(losses))
+        if len(bad):
+            raise UserError(f"the training loss became {losses[bad[0]]} at step {step + bad[0] + 1}: the weights are "
+                            f"no longer numbers, so the run stops here and nothing is saved over "
+                            f"{self.config.output_dir}; lower --learning-rate ({self.config.learning_rate:g}) or check "
+                            "the data")
+
+    def count(self, results: np.ndarray, step: int) -> None:
+        """Add each step's loss and hits to the epoch's sums; write the loss at every logging step."""
+        state = self.state
+        for offset, (loss, hits, scored) in enumerate(results.astype(np.float64)):
+            state.epoch_loss += loss
+            state.epoch_steps += 1
+            state.epoch_hits += hits
+            state.epoch_scored += scored
+            state.interval_loss += loss
+            state.interval_steps += 1
+            done = step + offset + 1
+            if self.config.logging_steps and done % self.config.logging_steps == 0:
+                self.logs.write(TRAIN, done, {LOSS: state.interval_loss / state.interval_steps})
+                state.interval_loss, state.interval_steps = 0.0, 0
+
+    def end_epoch(self, epoch: int, step: int, seconds: float) -> None:
+        """Validate, then save the model if it is the best so far (or always, without a best metric), then push."""
+        state, accuracy_name = self.state, self.task.accuracy_name
+        training = {LOSS: state.epoch_loss / state.epoch_steps,
+                    accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
+        examples = state.epoch_steps * self.plan.global_batch_size
+        log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
+            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s, "
+            f"{examples / max(seconds, 1e-9):,.0f} examples/s)")
+        if not self.config.logging_steps:
+            self.logs.write(TRAIN, step, {LOSS: training[LOSS]})
+        self.logs.write(TRAIN, step, {accuracy_name: training[accuracy_name]})
+        scores = self.validation.run() if self.validation else {}
+        if scores:
+            log(f"Epoch {epoch + 1} validation: {self.validation.describe(scores)}")
+            self.logs.write(VALIDATION, step, scores)
+        saved = self.save_if_better(epoch, step, scores)
+        state.epochs.append({"epoch": epoch + 1, "step": step, **training, "validation": scores, "saved": saved})
+        state.epoch_loss, state.epoch_steps, state.epoch_hits, state.epoch_scored = 0.0, 0, 0.0, 0.0
+        if saved and self.pusher:
+            self.pusher.push(f"Training in progress, epoch {epoch + 1}")
+        self.callbacks.on_epoch_end(epoch, {**training, **{f"val_{name}": value for name, value in scores.items()}})
+
+    def save_if_better(self, epoch: int, step: int, scores: Dict[str, float]) -> bool:
+        metric, best = self.best_metric, self.state.best
+        if metric is None:
+            save_model_folder(self.config.output_dir, self.model, self.tokenizer)
+            return True
+        value = scores[metric.name]
+        if not metric.improves(value, best["value"] if best else None):
+            log(f"{metric.name} {value:.4f} is not better than epoch {best['epoch']}'s {best['value']:.4f}: "
+                f"{self.config.output_dir} keeps that model")
+            return False
+        self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step}
+        save_model_folder(self.config.output_dir, self.model, self.tokenizer, {BEST_RECORD: self.state.best})
+        log(f"{metric.name} {value:.4f} is the best so far: model saved to {self.config.output_dir}")
+        return True
+
+
+def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
+    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring."""
+    return Trainer(config, callbacks).run()

@@ -1,0 +1,104 @@
+"""Typed configs: built from dicts and files, checked in one place, written back as they were read."""
+
+import json
+
+import pytest
+
+from mlm_tpu.cli.train import FLAGS, build_config, build_parser
+from mlm_tpu.configuration import check_ranges, from_dict, read_config_file, to_dict
+from mlm_tpu.errors import UserError
+from mlm_tpu.training.config import EvaluationConfig, HardwareConfig, TrainingConfig
+
+from conftest import assert_user_error, run_train
+
+
+def config_from(*flags):
+    return build_config(build_parser().parse_args([str(flag) for flag in flags]))
+
+
+def test_a_config_written_out_reads_back_equal():
+    config = TrainingConfig("shards/train", "runs/x", task="classification", labels=("low", "high"), learning_rate=3e-3,
+                            hardware=HardwareConfig(tpu="local", cpu_replicas=2))
+    assert from_dict(TrainingConfig, json.loads(json.dumps(to_dict(config))), "test") == config
+
+
+def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("train_dataset: shards/train\noutput_dir: runs/a\nlearning_rate: 1e-3\nnum_epochs: 4\n"
+                    "hardware:\n  cpu_replicas: 2\n", encoding="utf-8")
+    config = config_from("--config", path, "--num-epochs", 7, "--bf16")
+    assert (config.learning_rate, config.num_epochs, config.hardware.cpu_replicas, config.hardware.bf16) == \
+        (1e-3, 7, 2, True)  # YAML's 1e-3 is text; it is read as the number it means
+    assert config.per_replica_batch_size == TrainingConfig.per_replica_batch_size  # the dataclass default
+
+
+def test_the_old_head_flag_still_picks_the_task():
+    assert config_from("--train-dataset", "t", "--output-dir", "o", "--head", "t5", "--task", "generation").task == \
+        "generation"
+    assert config_from("--train-dataset", "t", "--output-dir", "o", "--head", "mlm").task == "mlm"
+    with pytest.raises(UserError, match="--head t5 needs --task"):
+        config_from("--train-dataset", "t", "--output-dir", "o", "--head", "t5")
+
+
+@pytest.mark.parametrize("values, phrase", [
+    ({"train_dataset": "t", "output_dir": "o", "learning_rat": 0.1}, "unknown setting 'learning_rat' (did you mean "
+                                                                      "'learning_rate'?)"),
+    ({"train_dataset": "t", "output_dir": "o", "hardware": {"tpus": "x"}}, "unknown setting 'tpus'"),
+    ({"train_dataset": "t", "output_dir": "o", "num_epochs": "many"}, "'num_epochs' (--num-epochs) must be a whole"),
+    ({"train_dataset": "t", "output_dir": "o", "labels": "low"}, "must be a list of texts"),
+    ({"output_dir": "o"}, "--train-dataset is required"),
+])
+def test_bad_settings_are_named(values, phrase):
+    with pytest.raises(UserError) as error:
+        from_dict(TrainingConfig, values, "run.json")
+    assert phrase in str(error.value)
+
+
+@pytest.mark.parametrize("field, value, phrase", [
+    ("learning_rate", float("nan"), "--learning-rate must be above 0 and at most 10, not nan"),
+    ("learning_rate", -1.0, "--learning-rate must be above 0"),
+    ("seed", -1, "--seed must be at least 0"),
+    ("shuffle_buffer_size", 0, "--shuffle-buffer-size must be at least 1"),
+    ("mlm_probability", 1.0, "--mlm-probability must be above 0 and below 1"),
+])
+def test_numbers_out_of_range_name_their_flag(field, value, phrase):
+    config = TrainingConfig("t", "o", **{field: value})
+    with pytest.raises(UserError, match=phrase.replace("(", r"\(")):
+        check_ranges(config)
+
+
+def test_nested_ranges_are_checked_too():
+    with pytest.raises(UserError, match="--cpu-replicas must be at least 1 and at most 64, not 0"):
+        check_ranges(EvaluationConfig("m", "e", hardware=HardwareConfig(cpu_replicas=0)))
+
+
+@pytest.mark.parametrize("text, suffix, phrase", [
+    ('{"train_dataset": "t",', ".json", "is not valid JSON (line 1"),
+    ("train_dataset: [t\n", ".yaml", "is not valid YAML"),
+    ('["a list"]', ".json", "must hold a mapping of settings"),
+])
+def test_a_malformed_file_is_one_line(tmp_path, text, suffix, phrase):
+    path = tmp_path / f"run{suffix}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match=phrase.replace("(", r"\(")):
+        read_config_file(str(path))
+
+
+@pytest.mark.parametrize("content, phrase", [
+    ('{"train_dataset": "t", "output_dir": "o", "epochs": 3}', "unknown setting 'epochs'"),
+    ('{"train_dataset": "t", "output_dir": "o"', "is not valid JSON"),
+])
+def test_train_refuses_a_bad_config_file_in_one_line(tmp_path, content, phrase):
+    path = tmp_path / "run.json"
+    path.write_text(content, encoding="utf-8")
+    assert_user_error(run_train("--config", path), phrase)
+
+
+def test_every_training_setting_has_a_flag():
+    """What a config file can say, the command line can say too (and the reverse)."""
+    parser = build_parser()
+    flagged = {action.dest[len("config."):] for action in parser._actions if action.dest.startswith("config.")}
+    fields = {name for name, value in to_dict(TrainingConfig("t", "o")).items() if not isinstance(value, dict)}
+    fields |= {f"hardware.{name}" for name in to_dict(HardwareConfig())}
+    assert flagged == fields
+    assert FLAGS.config_class is TrainingConfig

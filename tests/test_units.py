@@ -1,0 +1,127 @@
+"""Fast checks of what the end-to-end runs exercise: feature specs, model configs fitted to tokenizers, the
+scores over positions that take a loss, and the tasks' plug-ins."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import (IGNORE_INDEX, MLM, SPAN_CORRUPTION, TEXT2TEXT, feature_lengths, features_of,
+                                   kind_of, kind_of_manifest, shard_name, SHARD_COUNT)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
+
+
+def test_each_kind_of_split_has_its_features():
+    assert features_of(MLM, 128) == {"input_ids": 128, "attention_mask": 128}
+    assert features_of(TEXT2TEXT, 512, 8) == {"input_ids": 512, "attention_mask": 512, "labels": 8}
+    assert features_of(SPAN_CORRUPTION, 568) == {"input_ids": 568}
+    for kind in (MLM, TEXT2TEXT, SPAN_CORRUPTION):
+        assert kind_of(features_of(kind, 8, 8)) == kind
+
+
+def test_names_carry_their_counts_as_the_reference_regex_reads_them():
+    assert SHARD_COUNT.search(shard_name("dataset", 12, 999)).group(1) == "999"
+
+
+def test_manifests_of_every_version_say_their_kind_and_lengths():
+    manifest = json.loads((FIXTURES / "t5-shards" / "train" / "manifest.json").read_text())
+    assert kind_of_manifest(manifest) == TEXT2TEXT
+    assert feature_lengths(manifest) == {"input_ids": 16, "attention_mask": 16, "labels": 4}
+    old = {"settings": {"max_length": 64}, "features": {"input_ids": "int64", "attention_mask": "int64"}}  # 0.1
+    assert kind_of_manifest(old) == MLM and feature_lengths(old) == {"input_ids": 64, "attention_mask": 64}
+
+
+def test_a_masked_lm_config_is_fitted_to_the_tokenizer_and_the_length():
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.mlm.presets import config_for
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "tokenizer")
+    config = config_for("tiny", tokenizer, 32)
+    assert (config.vocab_size, config.pad_token_id, config.bos_token_id, config.eos_token_id) == (
+        len(tokenizer), tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id)
+    assert config.max_position_embeddings == 512  # the preset's default table already covers 32 + pad + 1
+    assert config_for("tiny", tokenizer, 1024).max_position_embeddings == 1024 + tokenizer.pad_token_id + 1
+    with pytest.raises(UserError, match="is a T5 configuration"):
+        config_for(str(FIXTURES / "t5-classifier" / "config.json"), tokenizer, 32)
+
+
+def test_a_config_file_of_any_name_is_read(tmp_path):
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.mlm.presets import config_for
+
+    path = tmp_path / "my-shape.json"
+    path.write_text(json.dumps({"model_type": "roberta", "hidden_size": 16, "num_hidden_layers": 1,
+                                "num_attention_heads": 2, "intermediate_size": 32}))
+    config = config_for(str(path), AutoTokenizer.from_pretrained(FIXTURES / "tokenizer"), 32)
+    assert (config.hidden_size, config.num_hidden_layers) == (16, 1)
+
+
+def test_a_t5_config_decodes_from_pad_and_stops_at_eos():
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.t5.presets import config_for
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "t5-tokenizer")
+    config = config_for("t5-tiny", tokenizer)
+    assert (config.vocab_size, config.decoder_start_token_id, config.pad_token_id, config.eos_token_id) == (
+        len(tokenizer), tokenizer.pad_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    with pytest.raises(UserError, match="no pad or eos token"):
+        config_for("t5-tiny", AutoTokenizer.from_pretrained(FIXTURES / "tokenizer"))  # the masked-LM template's
+
+
+class FixedLogits:
+    """A model whose logits are given: token_sums only calls it and reads .logits."""
+
+    def __init__(self, logits):
+        self.logits = logits
+
+    def __call__(self, **batch):
+        return self
+
+
+def test_scores_count_only_the_positions_that_take_a_loss():
+    import tensorflow as tf
+
+    from mlm_tpu.training.evaluation import token_scores, token_sums
+
+    logits = tf.constant([[[2.0, 0.0, 0.0], [0.0, 3.0, 0.0]], [[0.0, 0.0, 1.0], [5.0, 0.0, 0.0]]])
+    labels = tf.constant([[0, IGNORE_INDEX], [1, IGNORE_INDEX]])  # two scored positions: one right, one wrong
+    sums = {name: float(value) for name, value in token_sums(FixedLogits(logits), {"labels": labels}).items()}
+    log_softmax = tf.nn.log_softmax(logits).numpy()
+    expected_loss = -(log_softmax[0, 0, 0] + log_softmax[1, 0, 1])
+    assert sums["tokens"] == 2 and sums["hits"] == 1 and sums["loss"] == pytest.approx(expected_loss, rel=1e-6)
+    scores = token_scores(sums, "masked_accuracy", "masked_tokens")
+    assert scores == pytest.approx({"masked_tokens": 2, "loss": expected_loss / 2,
+                                    "perplexity": math.exp(expected_loss / 2), "masked_accuracy": 0.5})
+
+
+@pytest.mark.parametrize("task, kind, setting", [("mlm", MLM, "labels"), ("classification", TEXT2TEXT, "mlm_probability"),
+                                                 ("generation", TEXT2TEXT, "mlm_probability")])
+def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting):
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    plug_in = make_task(task)
+    assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
+    value = ("a", "b") if setting == "labels" else 0.2
+    with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
+        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value}))
+
+
+def test_a_batch_decodes_to_the_model_inputs_as_written():
+    from mlm_tpu.shards.pipeline import evaluation_batches
+    from mlm_tpu.shards.reading import find_shards
+
+    shards = find_shards(str(FIXTURES / "t5-shards" / "validation"), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    batch = next(iter(evaluation_batches(shards, 32, None)))
+    assert {name: (tensor.shape, tensor.dtype.name) for name, tensor in batch.items()} == {
+        "input_ids": ((32, 16), "int32"), "attention_mask": ((32, 16), "int32"), "labels": ((32, 4), "int32")}
+    rows = batch["attention_mask"].numpy().any(axis=1)
+    assert rows.sum() == 20 and np.all(batch["labels"].numpy()[~rows] == IGNORE_INDEX)  # filler rows take no loss
