@@ -8,6 +8,8 @@ import pytest
 
 from conftest import MAX_LENGTH, assert_user_error, run_module
 
+pytestmark = pytest.mark.slow  # trains models
+
 
 def evaluate(*args):
     return run_module("mlm_tpu.evaluate", *map(str, args))

@@ -1,6 +1,9 @@
 """The loss plot: recovering interval means from Keras' running means, and a real PNG from real logs."""
 
 import re
+from pathlib import Path
+
+import pytest
 
 from conftest import assert_user_error, run_module
 from mlm_tpu.training.loss_plot import interval_means
@@ -23,6 +26,7 @@ def test_interval_means_undo_the_running_mean():
     assert [(s, round(v, 9)) for s, v in recovered] == expected
 
 
+@pytest.mark.slow
 def test_plot_of_a_real_run_is_a_png_with_every_logged_point(trained_mlm, tmp_path):
     model_dir, train_run = trained_mlm
     total_steps = int(re.search(r"(\d+) steps in all", train_run.stderr).group(1))
@@ -37,3 +41,11 @@ def test_plot_of_a_real_run_is_a_png_with_every_logged_point(trained_mlm, tmp_pa
 
 def test_a_folder_without_logs_is_one_line(tmp_path):
     assert_user_error(run_module("mlm_tpu.loss_plot", str(tmp_path)), "no loss logged")
+
+
+def test_a_run_made_by_mlm_tpu_0_2_is_still_drawn(tmp_path):
+    """Keras' TensorBoard callback logged running means every 2 steps of a 6-step epoch, and one validation."""
+    old_run = Path(__file__).parent / "fixtures" / "made-by-0.2" / "roberta"
+    result = run_module("mlm_tpu.loss_plot", str(old_run), "--output", str(tmp_path / "old.png"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(3 training and 1 validation points)" in result.stdout

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from conftest import assert_user_error, run_module
+
+pytestmark = pytest.mark.slow  # trains models
 
 SENTENCE = "The game was released in [MASK] ."
 

@@ -7,6 +7,8 @@ import pytest
 
 from conftest import CLASSES, assert_user_error, run_module
 
+pytestmark = pytest.mark.slow  # trains models
+
 
 def predict(*args, stdin=""):
     return run_module("mlm_tpu.predict", "text2text", *map(str, args), stdin=stdin)

@@ -122,6 +122,7 @@ def test_foreign_shards_in_the_output_are_not_mixed_in(wikitext_tokenizer, tmp_p
     assert_user_error(result, "already holds shards", "--overwrite")
 
 
+@pytest.mark.slow
 def test_killed_run_rerun_with_the_same_command_ends_identical_to_a_clean_run(wikitext_tokenizer, wikitext_path,
                                                                              tmp_path):
     corpus = tmp_path / "corpus.txt"

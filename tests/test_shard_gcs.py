@@ -12,6 +12,8 @@ import pytest
 from conftest import REPO_ROOT, assert_user_error, run_module
 from gcs_emulator import GcsEmulator, TlsGcsEmulator, free_port
 
+pytestmark = pytest.mark.slow  # runs the GCS emulator
+
 FLAGS = ["--max-length", "128", "--shard-size", "100"]
 
 

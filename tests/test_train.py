@@ -7,8 +7,10 @@ import shutil
 
 import pytest
 
-from conftest import MAX_LENGTH, assert_user_error, backup_reached, run_train, train_until_killed
+from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, backup_reached, run_train, train_until_killed
 from fake_hub import FakeHub
+
+pytestmark = pytest.mark.slow  # trains models
 
 EPOCH_LINE = re.compile(r"^Epoch (\d+) training: loss ([\d.]+), masked accuracy ([\d.]+)%.*$"
                         r"(?:\nEpoch \1 validation: loss ([\d.]+), perplexity [\d.]+, masked accuracy ([\d.]+)%)?", re.M)
@@ -161,3 +163,21 @@ def test_shards_made_by_mlm_tpu_0_1_are_still_read(shards, tmp_path):
     (old / "manifest.json").write_text(json.dumps(manifest))
     found = find_shards(str(old), "mlm", features_of("mlm", None), "--eval-dataset")
     assert found.features == {"input_ids": MAX_LENGTH, "attention_mask": MAX_LENGTH}
+
+
+def test_a_config_file_trains_and_the_runs_own_record_replays_it(shards, wikitext_tokenizer, tmp_path):
+    """The demo's tiny config, pointed at the test shards; then the run's training_args.json, as it is, starts
+    the same run again (into another folder): same settings, same steps, the same losses to the last bit."""
+    first = tmp_path / "first"
+    result = run_train("--config", REPO_ROOT / "configs" / "demo.yaml", "--train-dataset", shards / "train",
+                       "--eval-dataset", shards / "validation", "--tokenizer", wikitext_tokenizer[0], "--max-steps", 12,
+                       "--logging-steps", 4, "--deterministic", "--output-dir", first)
+    assert result.returncode == 0, result.stderr[-3000:]
+    recorded = json.loads((first / "training_args.json").read_text())
+    assert recorded["model_config"] == "tiny" and recorded["run"]["total_steps"] == 12
+
+    replay = run_train("--config", first / "training_args.json", "--output-dir", tmp_path / "replay")
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    replayed = json.loads((tmp_path / "replay" / "training_args.json").read_text())
+    assert {**replayed, "output_dir": None} == {**recorded, "output_dir": None}
+    assert epoch_losses(replay) == epoch_losses(result) and len(epoch_losses(result)) == 1

@@ -10,6 +10,8 @@ import pytest
 from conftest import CLASSES, assert_user_error, backup_reached, run_train, t5_flags, train_until_killed
 from fake_hub import FakeHub
 
+pytestmark = pytest.mark.slow  # trains models
+
 VALIDATION_LINE = re.compile(r"^Epoch (\d+) validation: (.*)$", re.M)
 
 

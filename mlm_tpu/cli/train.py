@@ -76,6 +76,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help=f"Train from scratch with this shape: a preset ({', '.join(PRESETS)}; base is roberta-base's "
                    f"shape; for T5 tasks: {', '.join(T5_PRESETS)}), a config.json, or a Hub model name; vocabulary "
                    "and positions are fitted to the tokenizer (default: base, or t5-small for T5 tasks).")
+    FLAGS.add(model, "--config-overrides",
+              help="Changes to that shape, as the 🤗 example scripts take them: name=value pairs, comma separated, e.g. "
+                   "hidden_dropout_prob=0,num_hidden_layers=4.")
     FLAGS.add(model, "--model-name-or-path",
               help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name "
                    "such as t5-small or google/t5-v1_1-base).")

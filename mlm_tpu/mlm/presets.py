@@ -1,5 +1,7 @@
 """RoBERTa shapes by name, and fitting any masked-LM configuration to the tokenizer and the example length."""
 
+from typing import Optional
+
 from transformers import RobertaConfig
 
 from mlm_tpu.errors import UserError
@@ -14,9 +16,9 @@ PRESETS = {  # hidden size, layers, attention heads, feed-forward size
 DEFAULT_PRESET = "base"
 
 
-def config_for(name_or_path: str, tokenizer, max_length: int):
-    """The masked-LM configuration, fitted to the tokenizer and the example length."""
-    config = load_config(name_or_path, PRESETS, RobertaConfig)
+def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optional[str] = None):
+    """The masked-LM configuration (with --config-overrides), fitted to the tokenizer and the example length."""
+    config = load_config(name_or_path, PRESETS, RobertaConfig, overrides=overrides)
     if config.model_type == "t5":
         raise UserError(f"--model-config '{name_or_path}' is a T5 configuration; --task mlm trains RoBERTa-style "
                         f"masked LMs ({', '.join(PRESETS)}, or a RoBERTa config.json); T5 pretrains with "

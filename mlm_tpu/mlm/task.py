@@ -55,7 +55,7 @@ class MaskedLmTask(Task):
 
     def build_model(self, config, tokenizer, train: ShardSet):
         return TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
-                                                             train.length))
+                                                             train.length, config.config_overrides))
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
         probability = self.mlm_probability

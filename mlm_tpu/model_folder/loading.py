@@ -42,8 +42,21 @@ def model_type(name_or_path: str) -> Optional[str]:
         return None
 
 
-def load_config(name_or_path: str, presets: Dict[str, dict], config_class: Callable, flag: str = "--model-config"):
-    """A model configuration: a preset by name, a JSON file (any name) or a folder holding config.json, or a Hub name."""
+def load_config(name_or_path: str, presets: Dict[str, dict], config_class: Callable, flag: str = "--model-config",
+                overrides: Optional[str] = None):
+    """A model configuration: a preset by name, a JSON file (any name) or a folder holding config.json, or a Hub
+    name; then `overrides` ("hidden_dropout_prob=0,num_hidden_layers=4", as the 🤗 example scripts take them)."""
+    config = _load_config(name_or_path, presets, config_class, flag)
+    if overrides:
+        try:
+            config.update_from_string(overrides)
+        except ValueError as error:
+            raise UserError(f"--config-overrides '{overrides}': {reason_of(error)}; write name=value pairs, comma "
+                            f"separated, of settings the {config.model_type} configuration has") from None
+    return config
+
+
+def _load_config(name_or_path: str, presets: Dict[str, dict], config_class: Callable, flag: str):
     from transformers import AutoConfig
 
     if name_or_path in presets:

@@ -1,5 +1,7 @@
 """T5 shapes by name, and fitting any T5 configuration to the tokenizer."""
 
+from typing import Optional
+
 from transformers import T5Config
 
 from mlm_tpu.errors import UserError
@@ -13,9 +15,10 @@ PRESETS = {  # the shapes of T5's own sizes (small, base), and a tiny one for te
 DEFAULT_PRESET = "t5-small"
 
 
-def config_for(name_or_path: str, tokenizer):
-    """The T5 configuration, fitted to the tokenizer: its vocabulary, and decoding starting from <pad>, as T5's."""
-    config = load_config(name_or_path, PRESETS, T5Config)
+def config_for(name_or_path: str, tokenizer, overrides: Optional[str] = None):
+    """The T5 configuration (with --config-overrides), fitted to the tokenizer: its vocabulary, and decoding
+    starting from <pad>, as T5's."""
+    config = load_config(name_or_path, PRESETS, T5Config, overrides=overrides)
     if config.model_type != "t5":
         raise UserError(f"--model-config '{name_or_path}' is a {config.model_type} configuration; T5 tasks need a "
                         f"T5 one ({', '.join(PRESETS)}, a T5 config.json or Hub name)")

@@ -47,7 +47,8 @@ def build_t5(config, tokenizer, settings: Dict[str, object]):
             raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                             f"{model.config.vocab_size} embeddings; use the model's own tokenizer")
     else:
-        model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer))
+        model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
+                                                                    config.config_overrides))
     model.config.task_specific_params = {**(model.config.task_specific_params or {}), TASK_PARAMS: settings}
     return model
 
@@ -73,8 +74,9 @@ class Text2TextTask(Task):
         if config.metric_for_best_model and config.metric_for_best_model not in BEST_METRICS[self.name]:
             raise UserError(f"--metric-for-best-model for {self.name} is one of {', '.join(BEST_METRICS[self.name])}, "
                             f"not {config.metric_for_best_model}")
-        if config.model_name_or_path and config.model_config:
-            raise UserError("give --model-name-or-path (pretrained weights) or --model-config (from scratch), not both")
+        if config.model_name_or_path and (config.model_config or config.config_overrides):
+            raise UserError("give --model-name-or-path (pretrained weights) or --model-config/--config-overrides "
+                            "(from scratch), not both")
 
     def load_tokenizer(self, config):
         return load_t5_tokenizer(config)

@@ -47,6 +47,7 @@ class TrainingConfig:
     tokenizer: Optional[str] = None  # the tokenizer the shards were made with
     # model
     model_config: Optional[str] = None  # train from scratch with this shape (a preset, a config.json, a Hub name)
+    config_overrides: Optional[str] = None  # "name=value,..." changes to that shape, e.g. hidden_dropout_prob=0
     model_name_or_path: Optional[str] = None  # T5 tasks: start from these pretrained weights instead
     max_length: Optional[int] = setting(None, low=8)  # tokens per example (per input for T5); None: the shards'
     max_target_length: Optional[int] = setting(None, low=2)  # T5 text2text: tokens per target; None: the shards'
