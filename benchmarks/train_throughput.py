@@ -1,14 +1,20 @@
-"""Training throughput on the CPU: mlm_tpu's trainer against the reference TPU example's method.
+"""Training throughput on the CPU: mlm_tpu's training loop, with and without deterministic kernels, against the
+reference TPU example's method and against mlm_tpu 0.2's trainer (Keras `fit`).
 
 Same shards (WikiText-2 validation, 128-token examples), same tokenizer, same RoBERTa shape
-(--model-config, default small), same global batch, same `create_optimizer`. The reference
-method is the 🤗 TPU example's: int64 batches, masking with the global RNG and only [CLS]/[SEP]/
-padding protected, Keras' plain "accuracy". Also the input pipelines alone (no model), in
-examples/s. Each figure is the best of the timed epochs after a warm-up epoch (compilation).
+(--model-config, default small), same global batch, same `create_optimizer`. The reference method
+is the 🤗 TPU example's: int64 batches, masking with the global RNG and only [CLS]/[SEP]/padding
+protected, Keras `fit` with its plain "accuracy". mlm_tpu 0.2 trained with Keras `fit` on its own
+pipeline. mlm_tpu now runs its own loop (training/trainer.py: step-keyed dropout, per-step losses,
+`--steps-per-execution`), by default with `tf.config.experimental.enable_op_determinism()`
+(`--deterministic`), which makes a run and its resumption compute the same bits. Each figure is
+measured in its own process (determinism cannot be switched off once on), the best of the timed
+rounds after a warm-up round (tracing). Also the input pipelines alone, in examples/s.
 Usage: python benchmarks/train_throughput.py [--model-config small] [--steps 40] [--batch-size 16]
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -16,27 +22,18 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
 MAX_LENGTH = 128
-
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
-from transformers import DataCollatorForLanguageModeling, TFAutoModelForMaskedLM, create_optimizer  # noqa: E402
-
-from mlm_tpu.data import build_dataset, find_shards, masked_lm_features  # noqa: E402
-from mlm_tpu.masking import MlmMasker  # noqa: E402
-from mlm_tpu.metrics import MaskedAccuracy  # noqa: E402
-from mlm_tpu.model_config import config_for  # noqa: E402
-from mlm_tpu.tokenizer.load import load_tokenizer  # noqa: E402
+METHODS = ("reference", "mlm_tpu 0.2", "mlm_tpu", "mlm_tpu --deterministic")
 
 
 def reference_dataset(shards, tokenizer, batch_size):
     """The reference script's prepare_dataset + mask_with_collator."""
+    import tensorflow as tf
+    from transformers import DataCollatorForLanguageModeling
+
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, return_tensors="tf")
     schema = {name: tf.io.FixedLenFeature([MAX_LENGTH], tf.int64) for name in ("input_ids", "attention_mask")}
 
@@ -57,27 +54,51 @@ def reference_dataset(shards, tokenizer, batch_size):
 
 
 def our_dataset(shards, tokenizer, batch_size):
-    return build_dataset(shards, batch_size, MlmMasker(tokenizer, 0.15, seed=0), shuffle=True, seed=0,
-                         repeat=True)
+    from mlm_tpu.mlm.masking import MlmMasker
+    from mlm_tpu.shards.pipeline import training_batches
+
+    return training_batches(shards, batch_size, MlmMasker(tokenizer, 0.15, seed=0), seed=0, pipeline=0,
+                            window=2**18, batches_per_epoch=shards.records // batch_size)
 
 
-class EpochTimer(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started = time.perf_counter()
+def keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps, rounds=3):
+    """Seconds per step of Keras `fit` (the reference's and mlm_tpu 0.2's loop), best epoch after the first."""
+    import tf_keras as keras
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds = getattr(self, "seconds", []) + [time.perf_counter() - self.started]
+    class EpochTimer(keras.callbacks.Callback):
+        seconds = []
 
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.perf_counter()
 
-def train_seconds_per_step(dataset, config, metric, steps, epochs=3):
-    keras.utils.set_random_seed(0)
-    model = TFAutoModelForMaskedLM.from_config(config)
-    model.build_in_name_scope()
-    optimizer, _ = create_optimizer(1e-4, steps * epochs, 0, weight_decay_rate=1e-3)
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self.started)
+
     model.compile(optimizer=optimizer, metrics=[metric])
     timer = EpochTimer()
-    model.fit(dataset, steps_per_epoch=steps, epochs=epochs, callbacks=[timer], verbose=0)
-    return min(timer.seconds[1:]) / steps  # the first epoch pays for tracing
+    model.fit(dataset, steps_per_epoch=steps, epochs=rounds + 1, callbacks=[timer], verbose=0)
+    return min(timer.seconds[1:]) / steps
+
+
+def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3):
+    """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution."""
+    import tensorflow as tf
+
+    from mlm_tpu.training.dropout import key_dropout_by_step
+    from mlm_tpu.training.trainer import make_train_steps
+
+    strategy = tf.distribute.get_strategy()
+    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0))
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    one = tf.constant(1)
+    best = float("inf")
+    for round_number in range(rounds + 1):
+        started = time.perf_counter()
+        for _ in range(steps):
+            train_steps(iterator, one).numpy()
+        if round_number:
+            best = min(best, (time.perf_counter() - started) / steps)
+    return best
 
 
 def pipeline_examples_per_second(dataset, batch_size, batches=300, rounds=3):
@@ -94,44 +115,82 @@ def pipeline_examples_per_second(dataset, batch_size, batches=300, rounds=3):
     return best
 
 
+def measure(method: str, work: Path, model_config: str, steps: int, batch_size: int) -> dict:
+    """One method's figures, in this process."""
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras)
+    from mlm_tpu.console import import_tensorflow
+
+    tf = import_tensorflow()
+    if method == "mlm_tpu --deterministic":
+        tf.config.experimental.enable_op_determinism()
+    import tf_keras as keras
+    from transformers import TFAutoModelForMaskedLM, create_optimizer
+
+    from mlm_tpu.mlm.presets import config_for
+    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    tokenizer = load_tokenizer(str(work / "tokenizer"))
+    shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
+    make_dataset = reference_dataset if method == "reference" else our_dataset
+    figures = {"pipeline": pipeline_examples_per_second(make_dataset(shards, tokenizer, batch_size), batch_size)}
+    keras.utils.set_random_seed(0)
+    model = TFAutoModelForMaskedLM.from_config(config_for(model_config, tokenizer, MAX_LENGTH))
+    model.build_in_name_scope()
+    optimizer, _ = create_optimizer(1e-4, steps * 10, 0, weight_decay_rate=1e-3)
+    dataset = make_dataset(shards, tokenizer, batch_size)
+    if method.startswith("mlm_tpu") and method != "mlm_tpu 0.2":
+        figures["seconds_per_step"] = own_loop_seconds_per_step(dataset, model, optimizer, steps)
+    else:  # 0.2 reported an accuracy too, over the masked positions; the cost is the same
+        metric = "accuracy" if method == "reference" else keras.metrics.SparseCategoricalAccuracy()
+        figures["seconds_per_step"] = keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps)
+    figures["shape"] = f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}"
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-config", default="small")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--measure", choices=METHODS, help=argparse.SUPPRESS)  # the child processes' job
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, Path(args.work), args.model_config, args.steps, args.batch_size)))
+        return
     if not WIKITEXT.is_file():
         sys.exit(f"needs {WIKITEXT}")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as work:
-        tokenizer_dir, shards_dir = Path(work) / "tokenizer", Path(work) / "shards"
+        work = Path(work)
         for command in (["-m", "mlm_tpu.tokenizer", "train", "--text-files", WIKITEXT, "--vocab-size", "8000",
-                         "--output-dir", tokenizer_dir],
-                        ["-m", "mlm_tpu.shard", "--tokenizer", tokenizer_dir, "--text-files", WIKITEXT,
-                         "--max-length", str(MAX_LENGTH), "--output-dir", shards_dir]):
+                         "--output-dir", work / "tokenizer"],
+                        ["-m", "mlm_tpu.shard", "--tokenizer", work / "tokenizer", "--text-files", WIKITEXT,
+                         "--max-length", str(MAX_LENGTH), "--output-dir", work / "shards"]):
             subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
-        tokenizer = load_tokenizer(str(tokenizer_dir))
-        shards = find_shards(str(shards_dir / "train"), masked_lm_features(MAX_LENGTH))
-        config = config_for(args.model_config, tokenizer, MAX_LENGTH)
+        results = {}
+        for method in METHODS:
+            child = subprocess.run([sys.executable, __file__, "--measure", method, "--work", str(work),
+                                    "--model-config", args.model_config, "--steps", str(args.steps), "--batch-size",
+                                    str(args.batch_size)], env=env, capture_output=True, text=True)
+            if child.returncode:
+                sys.exit(f"measuring {method} failed:\n{child.stderr[-3000:]}")
+            results[method] = json.loads(child.stdout.strip().splitlines()[-1])
         tokens_per_step = args.batch_size * MAX_LENGTH
-        print(f"RoBERTa '{args.model_config}' ({config.num_hidden_layers} layers, hidden {config.hidden_size}), "
-              f"batch {args.batch_size} x {MAX_LENGTH} tokens, {shards.records:,} examples, CPU, {args.steps} steps/epoch")
-        pipelines = {"reference pipeline": 0.0, "mlm_tpu pipeline": 0.0}
-        for _ in range(2):  # alternate, so neither gets the quieter moment
-            for name, make in (("reference pipeline", reference_dataset), ("mlm_tpu pipeline", our_dataset)):
-                rate = pipeline_examples_per_second(make(shards, tokenizer, args.batch_size), args.batch_size)
-                pipelines[name] = max(pipelines[name], rate)
-        for name, rate in pipelines.items():
-            print(f"  {name:<28}{rate:>12,.0f} examples/s (input pipeline alone)")
-        reference = train_seconds_per_step(reference_dataset(shards, tokenizer, args.batch_size), config, "accuracy",
-                                           args.steps)
-        ours = train_seconds_per_step(our_dataset(shards, tokenizer, args.batch_size), config, MaskedAccuracy(),
-                                      args.steps)
-        for name, seconds in (("reference trainer", reference), ("mlm_tpu trainer", ours)):
-            print(f"  {name:<28}{tokens_per_step / seconds:>12,.0f} tokens/s ({seconds * 1000:.0f} ms/step)")
-        print(f"  mlm_tpu / reference: {reference / ours:.2f}x training, "
-              f"{pipelines['mlm_tpu pipeline'] / pipelines['reference pipeline']:.2f}x input pipeline; the pipeline "
-              f"alone feeds {pipelines['mlm_tpu pipeline'] / (args.batch_size / ours):.0f}x what training consumes")
+        print(f"RoBERTa '{args.model_config}' ({results['mlm_tpu']['shape']}), batch {args.batch_size} x {MAX_LENGTH} "
+              f"tokens, CPU, {args.steps} steps per timed round")
+        for method, figures in results.items():
+            seconds = figures["seconds_per_step"]
+            print(f"  {method:<26}{tokens_per_step / seconds:>10,.0f} tokens/s ({seconds * 1000:.0f} ms/step); "
+                  f"input pipeline alone {figures['pipeline']:>9,.0f} examples/s")
+        reference, ours = results["reference"]["seconds_per_step"], results["mlm_tpu"]["seconds_per_step"]
+        deterministic = results["mlm_tpu --deterministic"]["seconds_per_step"]
+        print(f"  mlm_tpu / reference: {reference / ours:.2f}x training; mlm_tpu / mlm_tpu 0.2: "
+              f"{results['mlm_tpu 0.2']['seconds_per_step'] / ours:.2f}x; deterministic kernels cost "
+              f"{deterministic / ours - 1:.0%} of the step time; the pipeline alone feeds "
+              f"{results['mlm_tpu']['pipeline'] / (args.batch_size / ours):.0f}x what training consumes")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""Preemption-exact training: a run killed (SIGKILL, as a preemption does) and started again with the same
+command ends with the same weights, bit for bit, as the uninterrupted run, and logs the same loss at every step."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train, t5_flags
+
+pytestmark = pytest.mark.slow
+
+
+def mlm_flags(shards, tokenizer, output_dir, *more):
+    """A tiny RoBERTa with dropout on (the preset's 0.1), two steps per execution, a backup every four steps; two
+    epochs of 25 steps (400 examples, a global batch of 16), so executions are cut short at the first epoch's end."""
+    return ["--train-dataset", shards / "validation", "--eval-dataset", shards / "validation", "--tokenizer", tokenizer,
+            "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate", "3e-3", "--per-replica-batch-size",
+            16, "--num-epochs", 2, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1,
+            "--output-dir", output_dir, *more]
+
+
+def train_and_kill_after_backup(flags, backup_step: int, log: Path) -> None:
+    """Start `python train.py flags`, and kill it with SIGKILL once it has written the backup of `backup_step`
+    (the steps it took since are lost and must be done again)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as stream:
+        process = subprocess.Popen([sys.executable, str(REPO_ROOT / "train.py"), *map(str, flags)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=stream, cwd=REPO_ROOT)
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline:
+            if f"Backup written at step {backup_step}\n" in log.read_text():
+                break
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "training finished before it could be killed"
+
+
+def weights(folder: Path) -> dict:
+    import h5py
+
+    found = {}
+    with h5py.File(folder / "tf_model.h5", "r") as stream:
+        stream.visititems(lambda name, item: found.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset)
+                          else None)
+    return found
+
+
+def step_losses(folder: Path) -> dict:
+    from mlm_tpu.training.run_logs import read_scalars
+
+    return read_scalars(str(folder / "logs" / "train"))["loss"]
+
+
+def assert_same_run(resumed: Path, uninterrupted: Path) -> None:
+    expected, got = weights(uninterrupted), weights(resumed)
+    assert expected.keys() == got.keys() and len(expected) > 10
+    for name, value in expected.items():
+        assert np.array_equal(value, got[name]), name  # bit for bit
+    assert step_losses(resumed) == step_losses(uninterrupted)
+
+
+def resumed_at(log: str) -> int:
+    return int(re.search(r"Resuming from the backup at step (\d+)", log).group(1))
+
+
+def killed_twice_then_finished(flags, tmp_path: Path, first: int, second: int) -> None:
+    """Killed once it has backed up step `first`, again once it has backed up step `second`, then left to finish."""
+    train_and_kill_after_backup(flags, first, tmp_path / "first.log")
+    train_and_kill_after_backup(flags, second, tmp_path / "second.log")
+    assert first <= resumed_at((tmp_path / "second.log").read_text()) < second
+    result = run_train(*flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert resumed_at(result.stderr) >= second
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_masked_lm_killed_twice_ends_as_the_uninterrupted_run(replicas, shards, wikitext_tokenizer, tmp_path):
+    uninterrupted = tmp_path / "uninterrupted"
+    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8] if replicas == 2 else []
+    result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
+
+    resumed = tmp_path / "resumed"
+    killed_twice_then_finished(mlm_flags(shards, wikitext_tokenizer[0], resumed, *more), tmp_path, 8, 32)
+    assert_same_run(resumed, uninterrupted)
+
+
+def test_a_t5_classifier_killed_twice_ends_as_the_uninterrupted_run_and_keeps_the_same_best_epoch(
+        quality_shards, t5_data, tmp_path):
+    def flags(output_dir):
+        return [*t5_flags(quality_shards, t5_data.tokenizer, output_dir, "classification"), "--num-epochs", 4,
+                "--per-replica-batch-size", 32, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1]
+
+    uninterrupted = tmp_path / "uninterrupted"
+    result = run_train(*flags(uninterrupted))
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed = tmp_path / "resumed"
+    killed_twice_then_finished(flags(resumed), tmp_path, 8, 28)  # epochs of 18 steps: the 2nd kill is in epoch 2
+    assert_same_run(resumed, uninterrupted)
+    assert (resumed / "best_model.json").read_text() == (uninterrupted / "best_model.json").read_text()
+
+
+def test_backups_fall_every_n_optimizer_steps_whatever_the_steps_per_execution(shards, wikitext_tokenizer, tmp_path):
+    """Epochs of 25 steps with 2 steps per execution: executions are cut at epoch ends, never across a backup."""
+    result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "out", "--max-steps", 30))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "25 steps per epoch, 30 steps in all" in result.stderr
+    assert re.findall(r"Backup written at step (\d+)", result.stderr) == ["4", "8", "12", "16", "20", "24", "28"]
+    refused = run_train(*mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "bad", "--backup-steps", 5))
+    assert_user_error(refused, "--backup-steps 5 is not a multiple of --steps-per-execution 2", "use 4")
