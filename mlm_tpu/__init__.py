@@ -22,7 +22,7 @@ from mlm_tpu.errors import UserError  # noqa: E402
 
 __version__ = "0.3.0"
 API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
-       "plot_loss")
+       "export_model", "plot_loss")
 __all__ = ["UserError", *API]
 
 

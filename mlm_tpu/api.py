@@ -121,6 +121,23 @@ def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dic
     return predict(_config(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings}))
 
 
+def export_model(model: str, **settings) -> str:
+    """Add PyTorch-layout weights (model.safetensors) and a model card to a TensorFlow model folder, into
+    `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.
+
+    Example:
+        >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported")
+        'runs/api/exported'
+    """
+    from mlm_tpu.console import import_tensorflow, quiet_libraries
+
+    import_tensorflow()
+    quiet_libraries()
+    from mlm_tpu.model_folder.export import ExportConfig, export_model as export
+
+    return export(_config(ExportConfig, {"model": model, **settings}))
+
+
 def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
     """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png); returns its path.
 
@@ -132,6 +149,6 @@ def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
 
     from mlm_tpu.training.loss_plot import plot_losses
 
-    output = output or os.path.join(run_dir, "loss.png")
+    output = output or os.path.join(run_dir, LOSS_PLOT)
     plot_losses(run_dir, output)
     return output

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO_ROOT, assert_user_error
 
 MLM_TPU = Path(sys.executable).parent / "mlm-tpu"
-COMMANDS = ("tokenizer", "shard", "train", "evaluate", "predict", "plot", "demo")
+COMMANDS = ("tokenizer", "shard", "train", "evaluate", "predict", "plot", "export", "demo")
 
 
 def run_console(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
@@ -34,7 +34,8 @@ def test_each_command_has_the_flags_of_its_python_m_twin(command):
     assert result.returncode == 0, result.stderr
     assert f"mlm-tpu {command}" in result.stdout
     twin = {"tokenizer": "--vocab-size", "shard": "--shard-size", "train": "--steps-per-execution",
-            "evaluate": "--eval-dataset", "predict": "--top-k", "plot": "RUN_DIR", "demo": "--num-epochs"}[command]
+            "evaluate": "--eval-dataset", "predict": "--top-k", "plot": "RUN_DIR", "export": "--hub-model-id",
+            "demo": "--num-epochs"}[command]
     assert twin in result.stdout
 
 
@@ -71,7 +72,8 @@ import doctest, sys
 import mlm_tpu
 from mlm_tpu import api
 globs = {{}}
-for name in ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "plot_loss"):
+for name in ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "export_model",
+             "plot_loss"):
     test = doctest.DocTestParser().get_doctest(getattr(api, name).__doc__, globs, name, None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test, clear_globs=False)

@@ -17,8 +17,8 @@ def train(output_dir, *flags: str, **kwargs):
 
 def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(wikitext_tokenizer):
     output_dir, _ = wikitext_tokenizer
-    assert sorted(os.listdir(output_dir)) == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
-                                              "tokenizer_training.json"]
+    assert sorted(os.listdir(output_dir)) == ["README.md", "special_tokens_map.json", "tokenizer.json",
+                                              "tokenizer_config.json", "tokenizer_training.json"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert isinstance(tokenizer, PreTrainedTokenizerFast) and tokenizer.is_fast
     roles = (tokenizer.cls_token, tokenizer.sep_token, tokenizer.unk_token, tokenizer.pad_token, tokenizer.mask_token)
@@ -145,3 +145,4 @@ def test_push_to_hub_uploads_every_saved_file(tmp_path):
     for name in os.listdir(output_dir):
         assert (pushed / name).read_bytes() == (output_dir / name).read_bytes()
     assert f"Pushed to the Hub: {hub.endpoint}/someone/pydoc-unigram/commit/" in result.stderr
+    assert "AutoTokenizer.from_pretrained(\"someone/pydoc-unigram\")" in (pushed / "README.md").read_text()

@@ -38,7 +38,7 @@ def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
 
     from transformers import AutoTokenizer, TFAutoModelForMaskedLM
 
-    model = TFAutoModelForMaskedLM.from_pretrained(output_dir)
+    model = TFAutoModelForMaskedLM.from_pretrained(output_dir, use_safetensors=False)  # transformers#40028
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert model.config.vocab_size == len(tokenizer) == 2000
     assert model.config.max_position_embeddings >= MAX_LENGTH + tokenizer.pad_token_id + 1
@@ -141,12 +141,13 @@ def test_the_hub_push_commits_config_weights_and_tokenizer(shards, wikitext_toke
                            env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_test"})
         assert result.returncode == 0, result.stderr[-3000:]
         files = hub.files("tester/tiny-roberta")
-        assert {"config.json", "tf_model.h5", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json"} <= set(files), files
+        assert {"config.json", "tf_model.h5", "model.safetensors", "README.md", "tokenizer.json",
+                "tokenizer_config.json", "special_tokens_map.json", "loss.png"} <= set(files), files
         assert not [name for name in files if name.startswith("backup/")]
         pushed = hub.repos["tester/tiny-roberta"]
         assert json.loads((pushed / "config.json").read_text())["vocab_size"] == 2000
-        assert "tf_model.h5" in hub.lfs_paths["tester/tiny-roberta"]  # *.h5 goes through LFS, as on the Hub
+        assert {"tf_model.h5", "model.safetensors"} <= set(hub.lfs_paths["tester/tiny-roberta"])  # as on the Hub
+        assert (pushed / "README.md").read_text() == (output_dir / "README.md").read_text()  # the final card
         assert (pushed / "tf_model.h5").read_bytes() == (output_dir / "tf_model.h5").read_bytes()
 
 

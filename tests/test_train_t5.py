@@ -53,7 +53,7 @@ def test_the_class_path_returns_one_integer_per_example_and_no_logits(trained_cl
     from mlm_tpu.t5.evaluation import Text2TextValidation
     from mlm_tpu.tokenizer.load import load_tokenizer
 
-    model = TFT5ForConditionalGeneration.from_pretrained(trained_classifier[0])
+    model = TFT5ForConditionalGeneration.from_pretrained(trained_classifier[0], use_safetensors=False)
     settings = model.config.task_specific_params["mlm_tpu_text2text"]
     labels = LabelSet.from_names(settings["labels"], load_tokenizer(str(trained_classifier[0])))
     assert labels.token_ids == settings["label_token_ids"]
@@ -174,7 +174,8 @@ def test_the_hub_gets_the_best_epoch_with_its_record_and_task_settings(trained_c
                            env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_test"})
         assert result.returncode == 0, result.stderr[-3000:]
         pushed = hub.repos["tester/t5-quality"]
-        assert {"config.json", "tf_model.h5", "tokenizer.json", "best_model.json"} <= set(hub.files("tester/t5-quality"))
+        assert {"config.json", "tf_model.h5", "model.safetensors", "README.md", "tokenizer.json",
+                "best_model.json"} <= set(hub.files("tester/t5-quality"))
         record = json.loads((pushed / "best_model.json").read_text())
         assert record == json.loads((output_dir / "best_model.json").read_text()) and record["epoch"] == 1
         config = json.loads((pushed / "config.json").read_text())

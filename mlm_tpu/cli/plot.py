@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import add_flag, add_verbose_flag
 from mlm_tpu.console import import_tensorflow
+from mlm_tpu.model_folder.card import LOSS_PLOT
 from mlm_tpu.training import loss_plot
 
 
@@ -17,6 +18,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.lo
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     import_tensorflow(args.verbose)  # TensorBoard's log reader loads it
-    output = args.output or os.path.join(args.run_dir, "loss.png")
+    output = args.output or os.path.join(args.run_dir, LOSS_PLOT)
     training, validation = loss_plot.plot_losses(args.run_dir, output)
     print(f"Loss plot ({training} training and {validation} validation points) written to {output}")

@@ -6,6 +6,7 @@ from transformers import RobertaConfig
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import load_config
+from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch
 
 PRESETS = {  # hidden size, layers, attention heads, feed-forward size
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256),
@@ -27,8 +28,9 @@ def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optiona
     config.pad_token_id = tokenizer.pad_token_id
     config.bos_token_id = tokenizer.cls_token_id
     config.eos_token_id = tokenizer.sep_token_id
+    align_positions_with_pytorch(config)  # TF RoBERTa's positions are those of pad id 1, whatever the tokenizer's
     # RoBERTa numbers positions from pad_token_id + 1, so the table needs that many extra rows.
     config.max_position_embeddings = max(getattr(config, "max_position_embeddings", 0) or 0,
-                                         max_length + tokenizer.pad_token_id + 1)
+                                         max_length + config.pad_token_id + 1)
     config.type_vocab_size = 1
     return config

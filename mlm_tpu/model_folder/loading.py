@@ -1,6 +1,18 @@
-"""Reading model folders (a `save_pretrained` folder or a Hub name) and model configurations, with clear errors."""
+"""Reading model folders (a `save_pretrained` folder or a Hub name) and model configurations, with clear errors.
 
+A folder may hold its weights as TensorFlow's `tf_model.h5` (ours hold it beside `model.safetensors`),
+or only as a PyTorch checkpoint (`model.safetensors`, maybe sharded), as transformers 5 and most Hub
+models now save them. transformers 4.57's TensorFlow `from_pretrained` reads `model.safetensors`
+first, and fails on a PyTorch-format one: its PyTorch-checkpoint loader iterates over the opened
+file, which no safetensors release allows (huggingface/transformers#40028). So `tf_model.h5` is read
+whenever there is one (`use_safetensors=False`), and a PyTorch checkpoint is handed to transformers'
+own loader (`load_pytorch_state_dict_in_tf2_model`: names mapped, kernels transposed; no PyTorch
+needed) as the mapping it expects.
+"""
+
+import glob
 import os
+from collections.abc import Mapping
 from typing import Callable, Dict, Optional
 
 from mlm_tpu.errors import UserError, reason_of
@@ -15,14 +27,66 @@ def _check_model_folder(name_or_path: str, flag: str) -> None:
                             "of `python train.py`, or any save_pretrained folder")
 
 
+class SafetensorsWeights(Mapping):
+    """A safetensors file as the mapping of PyTorch names to arrays that transformers' loader iterates over."""
+
+    def __init__(self, path: str):
+        from safetensors import safe_open
+
+        self._file = safe_open(path, framework="numpy")
+
+    def __iter__(self):
+        return iter(self._file.keys())
+
+    def __len__(self) -> int:
+        return len(self._file.keys())
+
+    def __getitem__(self, name: str):
+        return self._file.get_tensor(name)
+
+    def get_tensor(self, name: str):
+        return self._file.get_tensor(name)
+
+
+def pytorch_checkpoint_files(folder: str):
+    """The folder's PyTorch-layout safetensors files (the shards, when sharded), when it has no TensorFlow weights."""
+    if not os.path.isdir(folder) or glob.glob(os.path.join(folder, "tf_model*.h5")):
+        return []
+    return sorted(glob.glob(os.path.join(folder, "model*.safetensors")))
+
+
+def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
+    """`model_class` built from the folder's config, its weights read from PyTorch-layout safetensors files."""
+    from transformers import AutoConfig
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+
+    model = model_class.from_config(AutoConfig.from_pretrained(folder))
+    model.build_in_name_scope()
+    loaded = set()
+    for path in files:
+        _, info = load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+                                                       allow_missing_keys=True, output_loading_info=True,
+                                                       skip_logger_warnings=True)
+        loaded.add(frozenset(info["missing_keys"]))
+    missing = sorted(frozenset.intersection(*loaded))
+    if missing:
+        raise UserError(f"{flag} {folder}: its model.safetensors lacks {len(missing)} weights of "
+                        f"{model_class.__name__} ({', '.join(missing[:3])}, ...); is it a checkpoint of this model?")
+    return model
+
+
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
-    """`model_class.from_pretrained` of `python train.py`'s --output-dir, any save_pretrained folder, or a Hub name."""
+    """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
+    weights), or a Hub name."""
     _check_model_folder(name_or_path, flag)
     try:
-        return model_class.from_pretrained(name_or_path)
+        files = pytorch_checkpoint_files(name_or_path)
+        if files:
+            return load_from_pytorch_checkpoint(name_or_path, model_class, files, flag)
+        return model_class.from_pretrained(name_or_path, use_safetensors=False)
     except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} with TensorFlow weights "
-                        f"from it ({reason_of(error)})") from None
+        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
+                        f"({reason_of(error)})") from None
 
 
 def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):

@@ -1,4 +1,6 @@
-"""Writing a model folder: `save_pretrained` of model and tokenizer, and the records that go with them.
+"""Writing a model folder that both ecosystems load: transformers 4's TensorFlow classes (`tf_model.h5`, through
+`save_pretrained`) and transformers 5's PyTorch ones (`model.safetensors` in PyTorch's layout), with the
+tokenizer, a model card (README.md), and mlm_tpu's records beside them.
 
 The folder is written through a staging folder (output_dir.py), so a kill mid-save leaves the
 previous save intact, and other entries of the output folder (backup/, logs/) are kept.
@@ -8,13 +10,20 @@ import os
 from typing import Dict, Optional
 
 from mlm_tpu.jsonfiles import write_json
+from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
+from mlm_tpu.model_folder.pytorch import save_pytorch_weights
 from mlm_tpu.output_dir import staged_output_dir
 
 
-def save_model_folder(folder: str, model, tokenizer, records: Optional[Dict[str, dict]] = None) -> None:
-    """Save model and tokenizer into `folder`, with `records` (file name -> JSON payload) beside them."""
+def save_model_folder(folder: str, model, tokenizer, facts: CardFacts, records: Optional[Dict[str, dict]] = None,
+                      name: Optional[str] = None) -> None:
+    """Save model (both layouts), tokenizer and card into `folder`, with `records` (file name -> JSON) beside them;
+    `name` is what the card calls the model (its Hub repo, else the folder's name)."""
     with staged_output_dir(folder) as staging:
         model.save_pretrained(staging)
+        save_pytorch_weights(model, staging)
         tokenizer.save_pretrained(staging)
-        for name, payload in (records or {}).items():
-            write_json(os.path.join(staging, name), payload)
+        for record, payload in (records or {}).items():
+            write_json(os.path.join(staging, record), payload)
+        write_model_card(staging, facts, name or os.path.basename(os.path.abspath(folder)),
+                         has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))

@@ -22,6 +22,7 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError
 from mlm_tpu.hub import push_folder_to_hub
+from mlm_tpu.model_folder.card import tokenizer_card_text
 from mlm_tpu.output_dir import check_output_dir, staged_output_dir
 from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
@@ -98,6 +99,9 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
         with open(os.path.join(staging, TRAINING_INFO_FILE), "w", encoding="utf-8") as stream:
             json.dump(info, stream, indent=2)
             stream.write("\n")
+        name = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
+        with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as stream:
+            stream.write(tokenizer_card_text(info, name))
     short = "" if info["vocab_size"] >= config.vocab_size else " (the corpus is too small for more)"
     log(f"Trained on {info['documents']:,} documents, {info['characters']:,} characters: vocabulary "
         f"{info['vocab_size']:,}{short}, {seconds:.1f} s. Saved to {config.output_dir}")

@@ -31,6 +31,7 @@ from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import write_json
+from mlm_tpu.model_folder.card import CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, steps_per_epoch
@@ -203,7 +204,8 @@ class Trainer:
                                                task.make_transform(tokenizer), seed=config.seed,
                                                window=config.shuffle_buffer_size,
                                                steps_per_epoch=plan.steps_per_epoch, start_step=step)
-        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state)
+        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
+                     describe(strategy))
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
         except BaseException:
@@ -211,6 +213,7 @@ class Trainer:
                 pusher.abandon()
             raise
         backup.remove()
+        loop.draw_loss_plot()
         if pusher:
             pusher.finish(f"End of training ({plan.total_steps} steps)")
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
@@ -228,17 +231,21 @@ class Trainer:
         """training_args.json: the config (`--config` replays it) and, under "run", what this run computed."""
         return {**to_dict(self.config), "run": {
             "replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
-            "train_examples": self.train_shards.records, "mlm_tpu_version": mlm_tpu.__version__}}
+            "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
+            "mlm_tpu_version": mlm_tpu.__version__}}
 
 
 class _Loop:
     """The steps of one run and what happens between them."""
 
     def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
-                 logs: RunLogs, state: LoopState):
+                 logs: RunLogs, state: LoopState, hardware: str):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
+        self.hardware = hardware
+        self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
+        self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
         self.best_metric = self.task.best_metric(self.config) if validation else None
         self.callbacks = keras.callbacks.CallbackList(trainer.user_callbacks, model=model)
 
@@ -336,7 +343,7 @@ class _Loop:
     def save_if_better(self, epoch: int, step: int, scores: Dict[str, float]) -> bool:
         metric, best = self.best_metric, self.state.best
         if metric is None:
-            save_model_folder(self.config.output_dir, self.model, self.tokenizer)
+            self.save(epoch, step, scores)
             return True
         value = scores[metric.name]
         if not metric.improves(value, best["value"] if best else None):
@@ -344,9 +351,32 @@ class _Loop:
                 f"{self.config.output_dir} keeps that model")
             return False
         self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step}
-        save_model_folder(self.config.output_dir, self.model, self.tokenizer, {BEST_RECORD: self.state.best})
+        self.save(epoch, step, scores, {BEST_RECORD: self.state.best})
         log(f"{metric.name} {value:.4f} is the best so far: model saved to {self.config.output_dir}")
         return True
+
+    def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
+        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
+        corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
+        self.saved_card = CardFacts.of_model(self.task.name, self.model, self.tokenizer, corpus=corpus,
+                                             max_length=self.shards.length, steps=step, epoch=epoch + 1,
+                                             global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
+                                             validation=scores)
+        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card, records,
+                          self.card_name)
+
+    def draw_loss_plot(self) -> None:
+        """loss.png in the output folder, and the card showing it (for the Hub's page too)."""
+        from mlm_tpu.model_folder.card import LOSS_PLOT
+        from mlm_tpu.training.loss_plot import plot_losses
+
+        try:
+            plot_losses(self.config.output_dir, os.path.join(self.config.output_dir, LOSS_PLOT))
+        except UserError as error:
+            log(f"No loss plot: {error}")
+            return
+        if self.saved_card:
+            write_model_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
 def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:

@@ -1,0 +1,29 @@
+"""`python -m mlm_tpu.export` (also `mlm-tpu export`): a TensorFlow model folder -> one every library loads."""
+
+import argparse
+from typing import Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_verbose_flag
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.model_folder import export
+from mlm_tpu.model_folder.export import ExportConfig
+
+FLAGS = ConfigFlags(ExportConfig)
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.export") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=export.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    FLAGS.add(parser, "--model", "--model-name-or-path", required=True,
+              help="A TensorFlow save_pretrained folder: `python train.py`'s --output-dir, or one holding tf_model.h5, "
+                   "config.json and the tokenizer files (as the 🤗 TPU example saves them).")
+    FLAGS.add(parser, "--output-dir",
+              help="Where the exported folder goes: a new or empty folder, or an earlier export of the same model "
+                   "(default: --model itself, the files added beside the TensorFlow ones).")
+    FLAGS.add(parser, "--hub-model-id", help="Then push the exported folder to this 🤗 Hub repo (e.g. me/my-model).")
+    add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    config = FLAGS.build(args)
+    import_tensorflow(args.verbose)
+    quiet_libraries(args.verbose)
+    export.export_model(config)

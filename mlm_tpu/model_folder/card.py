@@ -1,0 +1,180 @@
+"""The model card (README.md) of every saved model folder, in the Hub's format.
+
+Metadata the Hub reads (library_name, pipeline_tag, tags, datasets, a widget example written with
+the tokenizer's own mask token), then what the model is and how it was made (corpus, tokenizer,
+shape, steps, tokens seen, hardware), the validation figures of the saved epoch, the loss plot when
+there is one, and how to load it in transformers 5 with PyTorch and in transformers 4 with
+TensorFlow. The trainer fills `CardFacts` from the run; the export command from a folder's files.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+LOSS_PLOT = "loss.png"
+PIPELINE_TAGS = {"mlm": "fill-mask", "classification": "text2text-generation", "generation": "text2text-generation"}
+WHAT = {"mlm": "a masked language model pretrained from scratch", "classification": "a text-to-text classifier",
+        "generation": "a text-to-text generator"}
+SCORE_NAMES = {"loss": "loss", "perplexity": "perplexity", "masked_accuracy": "masked accuracy",
+               "token_accuracy": "token accuracy", "accuracy": "accuracy", "macro_f1": "macro F1",
+               "exact_match": "exact match", "f1": "token F1", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2",
+               "rougeL": "ROUGE-L"}
+
+
+@dataclass
+class CardFacts:
+    """What the card says; None where it is not known (a folder made elsewhere)."""
+
+    task: str  # mlm_tpu.tasks: mlm, classification, generation
+    model_type: str
+    architecture: str  # transformers' class name, without "TF"
+    parameters: int
+    widget_text: str
+    layers: Optional[int] = None
+    hidden_size: Optional[int] = None
+    vocab_size: Optional[int] = None
+    corpus: Optional[dict] = None  # a shards manifest's settings["corpus"]
+    max_length: Optional[int] = None
+    steps: Optional[int] = None
+    epoch: Optional[int] = None  # the saved epoch
+    global_batch_size: Optional[int] = None
+    hardware: Optional[str] = None
+    validation: Dict[str, float] = field(default_factory=dict)  # the saved epoch's scores
+    labels: List[str] = field(default_factory=list)
+
+    @classmethod
+    def of_model(cls, task: str, model, tokenizer, **run) -> "CardFacts":
+        """What the model itself says (type, class, size, shape, vocabulary, a widget input), and `run`'s facts."""
+        config = model.config
+        labels = (_task_settings(config) or {}).get("labels") or []
+        return cls(task=task, model_type=config.model_type, architecture=type(model).__name__.removeprefix("TF"),
+                   parameters=model.count_params(), widget_text=widget_text(task, tokenizer, config),
+                   layers=getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None),
+                   hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
+                   vocab_size=config.vocab_size, labels=list(labels), **run)
+
+    @property
+    def tokens_seen(self) -> Optional[int]:
+        if self.steps and self.global_batch_size and self.max_length:
+            return self.steps * self.global_batch_size * self.max_length
+        return None
+
+
+def _task_settings(config) -> Optional[dict]:
+    from mlm_tpu.t5.task_settings import task_settings
+
+    return task_settings(config)
+
+
+def widget_text(task: str, tokenizer, config) -> str:
+    """The Hub widget's example input: a sentence with the tokenizer's own mask token (the 🤗 TPU example's card
+    wrote <mask> for a [MASK] tokenizer), or a T5 input behind the prefix it was trained with."""
+    if task == "mlm":
+        return f"Paris is the {tokenizer.mask_token or '[MASK]'} of France."
+    prefix = (_task_settings(config) or {}).get("source_prefix") or ""
+    return f"{prefix} Write your input here.".strip()
+
+
+def datasets_of(corpus: Optional[dict]) -> List[str]:
+    """The Hub datasets a corpus came from (local files and the built-in corpus are none)."""
+    return [corpus["dataset"]] if corpus and corpus.get("dataset") and not os.path.exists(corpus["dataset"]) else []
+
+
+def describe_corpus(corpus: Optional[dict]) -> str:
+    if not corpus:
+        return "not recorded"
+    if corpus.get("builtin_corpus"):
+        return f"mlm_tpu's built-in corpus '{corpus['builtin_corpus']}' (the Python standard library's help pages)"
+    if corpus.get("text_files"):
+        return f"local files ({', '.join(corpus['text_files'][:3])}{', ...' if len(corpus['text_files']) > 3 else ''})"
+    config = f" ({corpus['dataset_config']})" if corpus.get("dataset_config") else ""
+    return f"the 🤗 dataset {corpus['dataset']}{config}, split {corpus.get('split', 'train')}"
+
+
+def _how_it_was_made(facts: CardFacts) -> List[str]:
+    lines = [f"- **Model**: {facts.architecture} ({facts.model_type}), {facts.parameters:,} parameters"
+             + (f", {facts.layers} layers of width {facts.hidden_size}" if facts.layers else "")
+             + (f", a vocabulary of {facts.vocab_size:,}" if facts.vocab_size else ""),
+             f"- **Corpus**: {describe_corpus(facts.corpus)}"]
+    if facts.steps:
+        lines.append(f"- **Training**: {facts.steps:,} steps" + (f" (epoch {facts.epoch} saved)" if facts.epoch else "")
+                     + (f" of {facts.global_batch_size} examples" if facts.global_batch_size else "")
+                     + (f" of {facts.max_length} tokens" if facts.max_length else ""))
+    if facts.tokens_seen:
+        lines.append(f"- **Tokens seen**: {facts.tokens_seen:,}")
+    if facts.hardware:
+        lines.append(f"- **Hardware**: {facts.hardware}")
+    if facts.labels:
+        lines.append(f"- **Labels**: {', '.join(facts.labels)}")
+    return lines
+
+
+def _usage(facts: CardFacts, name: str) -> List[str]:
+    pipeline_tag = PIPELINE_TAGS.get(facts.task, "fill-mask")
+    return [
+        "## Use it", "",
+        "With transformers 5 and PyTorch (`model.safetensors`):", "",
+        "```python", "from transformers import pipeline", "",
+        f'pipe = pipeline("{pipeline_tag}", model="{name}")',
+        f'print(pipe({facts.widget_text!r}))', "```", "",
+        "With transformers 4 and TensorFlow (`tf_model.h5`; `use_safetensors=False` because transformers 4.55 to "
+        "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
+        "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
+        f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", "",
+        "or with mlm_tpu itself: `python -m mlm_tpu.predict" + (" text2text" if facts.task != "mlm" else "")
+        + f' --model {name} "..."`.',
+    ]
+
+
+def _score(name: str, value: float) -> str:
+    return {"loss": f"{value:.4f}", "perplexity": f"{value:.2f}"}.get(name, f"{value:.2%}")
+
+
+def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
+    """The README.md, metadata and all."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    data = ModelCardData(library_name="transformers", pipeline_tag=PIPELINE_TAGS.get(facts.task, "fill-mask"),
+                         tags=["mlm_tpu", facts.model_type, facts.task, "tensorflow", "pytorch", "safetensors"],
+                         datasets=datasets_of(facts.corpus) or None, widget=[{"text": facts.widget_text}])
+    body = [f"# {name}", "", f"{WHAT.get(facts.task, 'a model')[0].upper()}{WHAT.get(facts.task, 'a model')[1:]}, "
+            "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
+            "## How it was made", "", *_how_it_was_made(facts), ""]
+    if facts.validation:
+        shown = {name: value for name, value in facts.validation.items() if name in SCORE_NAMES}
+        body += ["## Validation", "", "| " + " | ".join(SCORE_NAMES[name] for name in shown) + " |",
+                 "|" + " --- |" * len(shown),
+                 "| " + " | ".join(_score(name, value) for name, value in shown.items()) + " |", ""]
+    if has_loss_plot:
+        body += ["## Loss", "", f"![training and validation loss]({LOSS_PLOT})", ""]
+    body += _usage(facts, name)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body) + "\n").content
+
+
+def write_model_card(folder: str, facts: CardFacts, name: Optional[str] = None,
+                     has_loss_plot: Optional[bool] = None) -> None:
+    """Write README.md into `folder` (`name`: what the card calls the model, default the folder's name; the loss
+    plot is shown when the folder has one, unless said otherwise)."""
+    name = name or os.path.basename(os.path.abspath(folder))
+    if has_loss_plot is None:
+        has_loss_plot = os.path.isfile(os.path.join(folder, LOSS_PLOT))
+    text = model_card_text(facts, name, has_loss_plot)
+    partial = os.path.join(folder, ".README.md.partial")
+    with open(partial, "w", encoding="utf-8") as stream:
+        stream.write(text)
+    os.replace(partial, os.path.join(folder, "README.md"))
+
+
+def tokenizer_card_text(info: dict, name: str) -> str:
+    """The README.md of a tokenizer folder (`info`: what tokenizer_training.json records)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    data = ModelCardData(library_name="transformers", tags=["mlm_tpu", "tokenizer", "unigram", info["template"]],
+                         datasets=datasets_of(info["corpus"]) or None)
+    body = [f"# {name}", "", f"A Unigram tokenizer ({info['template']} template), trained with mlm_tpu on "
+            f"{describe_corpus(info['corpus'])}: {info['documents']:,} documents, {info['characters']:,} characters, "
+            f"a vocabulary of {info['vocab_size']:,}. How it was made is in `tokenizer_training.json`.", "",
+            "## Use it", "", "```python", "from transformers import AutoTokenizer", "",
+            f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```"]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body) + "\n").content

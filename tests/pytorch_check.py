@@ -1,0 +1,32 @@
+"""Load a model folder with transformers' PyTorch classes and compare its logits with TensorFlow's.
+
+Run by tests/test_export.py with any Python that has torch and transformers (transformers 5 included;
+no TensorFlow needed): `python pytorch_check.py FOLDER CLASS INPUTS.npz` prints one JSON line with the
+transformers version, the missing and unexpected keys (buffers aside) and the largest logit difference
+from the TensorFlow logits stored in INPUTS.npz (with the inputs that made them).
+"""
+
+import json
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+
+def main() -> None:
+    folder, class_name, inputs_path = sys.argv[1:4]
+    model, info = getattr(transformers, class_name).from_pretrained(folder, output_loading_info=True)
+    buffers = {name for name, _ in model.named_buffers()}
+    stored = np.load(inputs_path)
+    inputs = {name: torch.tensor(stored[name]) for name in stored.files if name != "logits"}
+    with torch.no_grad():
+        logits = model.eval()(**inputs).logits.numpy()
+    print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__,
+                      "missing": [key for key in info["missing_keys"] if key not in buffers],
+                      "unexpected": list(info["unexpected_keys"]),
+                      "max_abs_diff": float(np.abs(logits - stored["logits"]).max())}))
+
+
+if __name__ == "__main__":
+    main()
