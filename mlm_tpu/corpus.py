@@ -23,6 +23,10 @@ from mlm_tpu.errors import UserError, reason_of
 DEFAULT_DATASET = "wikitext"
 DEFAULT_DATASET_CONFIG = "wikitext-103-raw-v1"
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
+# Longer documents are cut at whitespace into pieces of this many characters as they are read: far more
+# than any model sees at once (~25,000 tokens), and what bounds the memory a one-line corpus takes.
+MAX_DOCUMENT_CHARACTERS = 100_000
+MAX_BATCH_CHARACTERS = 10 * MAX_DOCUMENT_CHARACTERS  # a batch of documents is tokenized at once: bound its text
 GLOB_CHARACTERS = "*?["
 
 Values = Tuple[Optional[str], ...]  # one row's values of the columns asked for, in that order
@@ -150,26 +154,51 @@ def _missing_columns(where: str, columns: Sequence[str], available: Iterable[str
 
 
 def _pick_columns(record: object, columns: Sequence[str], where: str) -> Values:
-    """One record's text in `columns`, or a clear error when the record lacks one or holds no text there."""
+    """One record's values in `columns`, or a clear error when the record lacks one."""
     if not isinstance(record, dict):
         raise UserError(f"{where} is not an object with {', '.join(repr(c) for c in columns)} field(s)")
     missing = _missing_columns(where, columns, record)
     if missing:
         raise missing
-    values = tuple(record[column] for column in columns)
-    for column, value in zip(columns, values):
-        if value is not None and not isinstance(value, str):
-            raise UserError(f"{where}: column '{column}' holds {type(value).__name__}, not text")
-    return values
+    return tuple(record[column] for column in columns)
+
+
+def _as_text(value: object, column: str, where: str, integers: bool) -> Optional[str]:
+    """A cell as text: text as is; whole numbers as their digits where `integers` (class ids as labels)."""
+    if value is None or isinstance(value, str):
+        return value
+    if integers and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise UserError(f"{where}: column '{column}' holds {type(value).__name__} values, not text; pick a text column "
+                    "(--text-column, or --input-column/--target-column)")
+
+
+def _pieces(text: str, limit: int) -> Iterator[str]:
+    """`text` cut after spaces into pieces of at most `limit` characters (a stretch without one: cut anywhere)."""
+    while len(text) > limit:
+        cut = text.rfind(" ", limit // 2, limit) + 1 or limit
+        yield text[:cut]
+        text = text[cut:]
+    yield text
 
 
 def _read_txt(path: str, columns: Sequence[str]) -> Iterator[Values]:
+    """One row per line; a line longer than MAX_DOCUMENT_CHARACTERS is read, and given, in pieces."""
     if len(columns) > 1:
         raise UserError(f"{path}: a .txt file holds one text per line, not columns ({', '.join(columns)}); "
                         "give text-to-text examples as .jsonl, .json, .csv or .parquet files")
     with open(path, encoding="utf-8") as lines:
-        for line in lines:
-            yield (line,)
+        carried = ""  # the start of a long line, not yet given
+        while True:
+            chunk = lines.readline(MAX_DOCUMENT_CHARACTERS)
+            if not chunk:
+                break
+            *whole, carried = _pieces(carried + chunk, MAX_DOCUMENT_CHARACTERS)
+            if chunk.endswith("\n"):
+                whole, carried = [*whole, carried], ""
+            yield from ((piece,) for piece in whole)
+        if carried:
+            yield (carried,)
 
 
 def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
@@ -200,7 +229,9 @@ def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
 
 
 def _read_csv(path: str, columns: Sequence[str]) -> Iterator[Values]:
-    with open(path, encoding="utf-8", newline="") as stream:
+    """A CSV file with a header row; Excel's byte-order mark is not part of the first column's name."""
+    csv.field_size_limit(2**31 - 1)  # the default 128 KB limit refuses long documents
+    with open(path, encoding="utf-8-sig", newline="") as stream:
         reader = csv.DictReader(stream)
         missing = reader.fieldnames is not None and _missing_columns(path, columns, reader.fieldnames)
         if missing:
@@ -267,14 +298,18 @@ def _read_dataset(source: CorpusSource, columns: Sequence[str]) -> Iterator[Reco
 Item = TypeVar("Item")
 
 
-def _batched(items: Iterator[Item], batch_size: int, skip: int) -> Iterator[List[Item]]:
-    """Items in lists of `batch_size` (the last one shorter), after the first `skip` ones."""
+def _batched(items: Iterator[Item], batch_size: int, skip: int,
+             size: Callable[[Item], int] = lambda item: 0) -> Iterator[List[Item]]:
+    """Items in lists of `batch_size`, or fewer once they hold MAX_BATCH_CHARACTERS by `size` (the last one
+    shorter), after the first `skip` ones."""
     batch: List[Item] = []
+    characters = 0
     for item in itertools.islice(items, skip, None):
         batch.append(item)
-        if len(batch) == batch_size:
+        characters += size(item)
+        if len(batch) == batch_size or characters >= MAX_BATCH_CHARACTERS:
             yield batch
-            batch = []
+            batch, characters = [], 0
     if batch:
         yield batch
 
@@ -308,16 +343,17 @@ class Corpus:
     def documents(self) -> Iterator[str]:
         """Each non-blank document once, stripped, up to `--limit`; fails if there is none at all."""
         self.documents_read = self.characters_read = 0
-        for record in self._records((self.source.text_column,)):
-            text = record.values[0]
-            text = text.strip() if text else ""
-            if not text:
-                continue
-            self.documents_read += 1
-            self.characters_read += len(text)
-            yield text
-            if self.source.limit is not None and self.documents_read >= self.source.limit:
-                return
+        column = self.source.text_column
+        for record in self._records((column,)):
+            text = _as_text(record.values[0], column, record.where, integers=False)
+            for piece in _pieces(text.strip(), MAX_DOCUMENT_CHARACTERS) if text else ():
+                if not piece.strip():
+                    continue
+                self.documents_read += 1
+                self.characters_read += len(piece)
+                yield piece
+                if self.source.limit is not None and self.documents_read >= self.source.limit:
+                    return
         if self.documents_read == 0:
             raise UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
 
@@ -325,6 +361,8 @@ class Corpus:
         """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all."""
         self.documents_read = self.characters_read = 0
         for record in itertools.islice(self._records(columns), self.source.limit):
+            record = record._replace(values=tuple(_as_text(value, column, record.where, integers=True)
+                                                  for value, column in zip(record.values, columns)))
             self.documents_read += 1
             self.characters_read += sum(len(value) for value in record.values if value)
             yield record
@@ -332,11 +370,11 @@ class Corpus:
             raise UserError(f"the corpus has no rows: {self.name()} is empty")
 
     def batches(self, batch_size: int, skip: int = 0) -> Iterator[List[str]]:
-        """Documents in lists of `batch_size` (the last one shorter), after the first `skip` ones.
+        """Documents in lists of `batch_size` (fewer when long), after the first `skip` ones.
 
         Skipped documents are read but not returned: a resumed job passes what it has done.
         """
-        return _batched(self.documents(), batch_size, skip)
+        return _batched(self.documents(), batch_size, skip, size=len)
 
     def record_batches(self, columns: Sequence[str], batch_size: int, skip: int = 0) -> Iterator[List[Record]]:
         """`records(columns)` in lists of `batch_size`, after the first `skip` rows (as `batches`)."""

@@ -176,7 +176,7 @@ def test_reference_underscore_flags_are_accepted(wikitext_tokenizer, tmp_path):
 
 BAD_INPUTS = {
     "missing tokenizer dir": (["--tokenizer", "/nonexistent/tokenizer"], ["--tokenizer", "not a tokenizer folder"]),
-    "folder that holds no tokenizer": (["--tokenizer", "{tmp}"], ["not a tokenizer folder"]),
+    "folder that holds no tokenizer": (["--tokenizer", "{tmp}"], ["holds no tokenizer", "tokenizer train"]),
     "max length below 8": (["--max-length", "4"], ["--max-length", "at least 8"]),
     "max length above the tokenizer's": (["--max-length", "1024"], ["1024", "more than the tokenizer allows (512)"]),
     "shard size below 1": (["--shard-size", "0"], ["--shard-size"]),

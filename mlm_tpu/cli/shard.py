@@ -15,10 +15,12 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
               help="Tokenizer folder (from `python -m mlm_tpu.tokenizer train`) or Hub name.")
-    FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation"),
+    FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation", "span-corruption"),
               help="mlm: pack documents into fixed-length examples for masked-LM pretraining (default). text2text "
                    "(or the trainer's words for it, classification and generation): one input/target example per row, "
-                   "for T5 (needs --input-column and --target-column).")
+                   "for T5 (needs --input-column and --target-column). span-corruption: pack documents, without "
+                   "special tokens, into raw rows that T5 pretraining corrupts into inputs of --max-length tokens "
+                   "(a T5 tokenizer).")
     add_corpus_flags(FLAGS, parser)
     text2text = parser.add_argument_group("text2text (T5) examples")
     FLAGS.add(text2text, "--input-column", action="append", metavar="COLUMN", field="input_columns",
@@ -29,6 +31,12 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
               help='Task prefix put before every input, followed by a space, e.g. "quality:" or "summarize:".')
     FLAGS.add(text2text, "--max-target-length", type=int,
               help="Tokens per target, </s> included (default: 128); longer targets keep their head and </s>.")
+    spans = parser.add_argument_group("span-corruption (T5 pretraining) rows")
+    FLAGS.add(spans, "--noise-density", type=float,
+              help="Share of each raw row's tokens that become noise (default: 0.15, T5's).")
+    FLAGS.add(spans, "--mean-noise-span-length", type=float,
+              help="Mean length of a noise span (default: 3, T5's). With --max-length 512 the raw rows are 568 tokens "
+                   "and the targets 114, as in T5.")
     group = parser.add_argument_group("shards")
     FLAGS.add(group, "--max-length", type=int,
               help="Tokens per example, or per input with --task text2text (default: 512); a multiple of 8 suits "

@@ -60,6 +60,7 @@ def fill_mask(config: FillMaskConfig) -> List[Predictions]:
     """For each sentence, for each mask in it, the top-k candidates: {token, token_str, score, sequence}."""
     from transformers import TFAutoModelForMaskedLM, pipeline
 
+    from mlm_tpu.mlm.presets import longest_input
     from mlm_tpu.model_folder.loading import load_pretrained, model_type
 
     check_ranges(config)
@@ -70,6 +71,11 @@ def fill_mask(config: FillMaskConfig) -> List[Predictions]:
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]
+    for number, text in enumerate(prepared, start=1):
+        tokens = len(tokenizer(text)["input_ids"])
+        if tokens > longest_input(model.config):
+            raise UserError(f"sentence {number} is {tokens:,} tokens long, and {config.model} reads at most "
+                            f"{longest_input(model.config):,}; shorten it (keep the words around the mask)")
     # dtype=None: without it transformers 4.57 reaches for torch, which is not installed (STACK.md).
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, framework="tf", dtype=None)
     return [predict(fill, text, min(config.top_k, len(tokenizer))) for text in prepared]

@@ -17,6 +17,11 @@ PRESETS = {  # hidden size, layers, attention heads, feed-forward size
 DEFAULT_PRESET = "base"
 
 
+def longest_input(config) -> int:
+    """The most tokens a RoBERTa-style model reads at once: positions are numbered from pad_token_id + 1."""
+    return config.max_position_embeddings - (config.pad_token_id or 0) - 1
+
+
 def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optional[str] = None):
     """The masked-LM configuration (with --config-overrides), fitted to the tokenizer and the example length."""
     config = load_config(name_or_path, PRESETS, RobertaConfig, overrides=overrides)

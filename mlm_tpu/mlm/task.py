@@ -11,7 +11,7 @@ from transformers import TFAutoModelForMaskedLM
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import MlmMasker
-from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for
+from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for, longest_input
 from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -48,10 +48,10 @@ class MaskedLmTask(Task):
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
         _check_mask_token(tokenizer, f"--model {config.model}")
-        positions = getattr(model.config, "max_position_embeddings", None)
-        if positions is not None and shards.length + (model.config.pad_token_id or 0) + 1 > positions:
+        if shards.length > longest_input(model.config):
             raise UserError(f"--eval-dataset holds {shards.length}-token examples, longer than {config.model} takes "
-                            f"({positions} positions); evaluate on shards made with a smaller --max-length")
+                            f"({longest_input(model.config)} tokens); evaluate on shards made with a smaller "
+                            "--max-length")
 
     def build_model(self, config, tokenizer, train: ShardSet):
         return TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,

@@ -23,6 +23,9 @@ MLM, TEXT2TEXT, SPAN_CORRUPTION = "mlm", "text2text", "span-corruption"
 KINDS = (MLM, TEXT2TEXT, SPAN_CORRUPTION)
 
 
+WRITER_RECORD = ".writer.json"  # in a split being written: which job writes it (host, pid), removed at the end
+
+
 def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index:05d}-{count}{SHARD_SUFFIX}"
 
@@ -59,6 +62,13 @@ def feature_lengths(manifest: dict) -> Dict[str, int]:
     """Each feature's length from a manifest (mlm_tpu 0.1 listed only types: its features were max_length long)."""
     return {name: feature["length"] if isinstance(feature, dict) else manifest["settings"]["max_length"]
             for name, feature in manifest["features"].items()}
+
+
+def span_corruption_settings(lengths) -> Dict[str, object]:
+    """What a span-corruption manifest records of its objective (a `t5.span_lengths.SpanLengths`), for the trainer."""
+    return {"objective": "span_corruption", "noise_density": lengths.noise_density,
+            "mean_noise_span_length": lengths.mean_noise_span_length, "raw_length": lengths.raw_length,
+            "input_length": lengths.input_length, "target_length": lengths.target_length}
 
 
 def kind_of_manifest(manifest: dict) -> str:

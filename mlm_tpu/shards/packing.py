@@ -10,7 +10,6 @@ so that an interrupted job can skip exactly what its kept shards already hold.
 """
 
 import copy
-import hashlib
 import itertools
 import os
 from typing import Dict, Iterator, List, Tuple
@@ -18,6 +17,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
 MIN_MAX_LENGTH = 8
 
@@ -33,19 +33,18 @@ class BatchTokenizer:
         # The Rust thread pool reads these once, at its first parallel call.
         os.environ["RAYON_NUM_THREADS"] = str(num_threads)
         os.environ["TOKENIZERS_PARALLELISM"] = "true" if num_threads > 1 else "false"
-        serialized = transformers_tokenizer.backend_tokenizer.to_str()
-        self.fingerprint = hashlib.sha256(serialized.encode()).hexdigest()[:16]
-        self.tokenizer = Tokenizer.from_str(serialized)
+        self.fingerprint = tokenizer_fingerprint(transformers_tokenizer)
+        self.tokenizer = Tokenizer.from_str(transformers_tokenizer.backend_tokenizer.to_str())
         self.tokenizer.no_truncation()  # documents are cut by packing, never by the tokenizer
         self.tokenizer.no_padding()
 
-    def encode_each(self, documents: List[str]) -> List[List[int]]:
-        """Each document's ids, framed by its special tokens."""
-        return [encoding.ids for encoding in self.tokenizer.encode_batch_fast(documents)]
+    def encode_each(self, documents: List[str], framed: bool = True) -> List[List[int]]:
+        """Each document's ids, framed by its special tokens (unless not `framed`)."""
+        return [encoding.ids for encoding in self.tokenizer.encode_batch_fast(documents, add_special_tokens=framed)]
 
-    def encode(self, documents: List[str]) -> np.ndarray:
-        """All documents' ids, each framed by its special tokens, concatenated."""
-        return np.fromiter(itertools.chain.from_iterable(self.encode_each(documents)), dtype=np.int32)
+    def encode(self, documents: List[str], framed: bool = True) -> np.ndarray:
+        """All documents' ids, each framed by its special tokens (unless not `framed`), concatenated."""
+        return np.fromiter(itertools.chain.from_iterable(self.encode_each(documents, framed)), dtype=np.int32)
 
 
 class ChunkPacker:
@@ -136,6 +135,7 @@ class PackedExamples(ExampleMaker):
     """Masked-LM examples: documents tokenized, concatenated and cut into rows of exactly `max_length` tokens."""
 
     unit_name = "tokens"
+    framed = True  # each document between the tokenizer's special tokens ([CLS] ... [SEP])
 
     def __init__(self, tokenizer, num_threads: int, max_length: int):
         super().__init__()
@@ -148,7 +148,7 @@ class PackedExamples(ExampleMaker):
         return corpus.batches(batch_size, skip=self.counters["documents"])
 
     def encode(self, batch: List[str]) -> np.ndarray:
-        ids = self.encoder.encode(batch)
+        ids = self.encoder.encode(batch, self.framed)
         self.counters["documents"] += len(batch)
         self.counters["units"] += len(ids)
         return ids
@@ -172,3 +172,17 @@ class PackedExamples(ExampleMaker):
     def summary(self) -> str:
         return (f"from {self.counters['documents']:,} documents ({self.counters['units']:,} tokens, "
                 f"{self.packer.remainder:,} dropped at the end)")
+
+
+class RawRows(PackedExamples):
+    """Span-corruption examples: documents tokenized without special tokens (as T5's pipeline concatenates them),
+    cut into raw rows of exactly `raw_length` tokens; the trainer corrupts each row into input and target."""
+
+    framed = False
+
+    def __init__(self, tokenizer, num_threads: int, raw_length: int):
+        super().__init__(tokenizer, num_threads, raw_length)
+        self.feature_lengths = {"input_ids": raw_length}
+
+    def examples(self, piece: np.ndarray) -> Features:
+        return {"input_ids": self.packer.add(piece)}

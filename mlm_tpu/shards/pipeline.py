@@ -16,30 +16,61 @@ rows, then unscored batches forever, so every replica can take the same number o
 Records are decoded a batch at a time (`parse_example`), about twice as fast as one by one.
 """
 
+import contextlib
 import math
+import re
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_short_shard
 
 READ_AHEAD = 8  # files read in parallel; the order stays that of the file list
 FILE_ORDER, WINDOW_ORDER = 1, 2  # random streams of a pipeline's key
 
+ID_BEYOND_VOCABULARY = "token id beyond the vocabulary"
 Transform = Callable[[tf.Tensor, Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]
 
 
-def _decoder(shards: ShardSet, transform: Optional[Transform]):
-    """(batch number, serialized records) -> the batch as the model takes it, int32."""
+def _decoder(shards: ShardSet, transform: Optional[Transform], vocab_size: Optional[int]):
+    """(batch number, serialized records) -> the batch as the model takes it, int32; every token id checked to
+    be below `vocab_size` (on TPUs and GPUs an id beyond the embeddings reads zeros instead of failing)."""
     schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
 
     def decode(batch_number, records):
         examples = tf.io.parse_example(records, schema)
+        if vocab_size is not None:
+            largest = tf.reduce_max([tf.reduce_max(examples[name]) for name in ("input_ids", "labels")
+                                     if name in examples])
+            with tf.control_dependencies([tf.debugging.Assert(largest < vocab_size, [ID_BEYOND_VOCABULARY, largest])]):
+                examples = {name: tf.identity(values) for name, values in examples.items()}
         batch = {name: tf.cast(values, tf.int32) for name, values in examples.items()}
         return transform(batch_number, batch) if transform else batch
 
     return decode
+
+
+@contextlib.contextmanager
+def reading_errors(shards: ShardSet, vocab_size: Optional[int]):
+    """What TensorFlow reports about bad shards while a pipeline runs, as one line each."""
+    try:
+        yield
+    except tf.errors.DataLossError:
+        raise UserError(find_corrupt_shard(shards) or "a shard is corrupt; re-shard the data") from None
+    except tf.errors.FailedPreconditionError as error:
+        if "expected to contain" not in error.message:
+            raise
+        raise UserError(find_short_shard(shards) or "a shard holds fewer records than its name counts; re-shard "
+                        "the data") from None
+    except tf.errors.InvalidArgumentError as error:
+        found = re.search(ID_BEYOND_VOCABULARY + r"\]\s*\[(\d+)", error.message)
+        if not found:
+            raise
+        raise UserError(f"the shards in {shards.folder} hold token id {found.group(1)}, beyond the model's "
+                        f"vocabulary of {vocab_size} ids: they were made with another, bigger tokenizer; train with "
+                        "the tokenizer that made them, or re-shard with this one") from None
 
 
 def _read_in_order(files: tf.Tensor, counts: tf.Tensor, block: int) -> tf.data.Dataset:
@@ -88,7 +119,8 @@ class TrainingOrder:
 
 
 def training_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform], *, seed: int, pipeline: int,
-                     window: int, batches_per_epoch: int, start_batch: int = 0) -> tf.data.Dataset:
+                     window: int, batches_per_epoch: int, start_batch: int = 0,
+                     vocab_size: Optional[int] = None) -> tf.data.Dataset:
     """This pipeline's batches, endlessly, from its `start_batch`-th: `batches_per_epoch` per epoch."""
     order = TrainingOrder(shards, seed, pipeline, window)
 
@@ -100,14 +132,16 @@ def training_batches(shards: ShardSet, batch_size: int, transform: Optional[Tran
     dataset = epoch_batches(first_epoch, first_batch).concatenate(
         tf.data.Dataset.counter(first_epoch + 1).flat_map(lambda epoch: epoch_batches(epoch, 0)))
     dataset = dataset.enumerate(start=start_batch)
-    return dataset.map(_decoder(shards, transform), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return dataset.map(_decoder(shards, transform, vocab_size),
+                       num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform]) -> tf.data.Dataset:
+def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform],
+                       vocab_size: Optional[int] = None) -> tf.data.Dataset:
     """Every example once, in file order, the last batch filled with unscored rows; then unscored batches forever."""
     records = _read_in_order(tf.constant(shards.files), tf.constant(shards.counts, dtype=tf.int64),
                              max(shards.counts))
-    dataset = records.batch(batch_size).enumerate().map(_decoder(shards, transform),
+    dataset = records.batch(batch_size).enumerate().map(_decoder(shards, transform, vocab_size),
                                                        num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(lambda batch: _fill_batch(batch, batch_size))
     no_rows = {name: tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in dataset.element_spec.items()}
@@ -149,7 +183,7 @@ def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf
 
 def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, per_replica_batch_size: int,
                                  make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
-                                 steps_per_epoch: int, start_step: int = 0):
+                                 steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
     """One pipeline per host, each reading its own files, giving each of its replicas a batch per step, from
     `start_step` on. `make_transform(seed)` gives each pipeline its transform seeded by its own seed."""
     _, replicas = _pipelines(strategy)
@@ -158,18 +192,20 @@ def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: Shard
         pipeline = context.input_pipeline_id
         return training_batches(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
                                 make_transform(seed + pipeline), seed=seed, pipeline=pipeline, window=window,
-                                batches_per_epoch=steps_per_epoch * replicas, start_batch=start_step * replicas)
+                                batches_per_epoch=steps_per_epoch * replicas, start_batch=start_step * replicas,
+                                vocab_size=vocab_size)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
 def distributed_evaluation_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, per_replica_batch_size: int,
-                                   make_transform: Callable[[int], Optional[Transform]], seed: int):
+                                   make_transform: Callable[[int], Optional[Transform]], seed: int,
+                                   vocab_size: Optional[int] = None):
     """One pipeline per host over its own files, every example once; see `evaluation_batches`."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         pipeline = context.input_pipeline_id
         return evaluation_batches(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
-                                  make_transform(seed + pipeline))
+                                  make_transform(seed + pipeline), vocab_size)
 
     return strategy.distribute_datasets_from_function(dataset_fn)

@@ -13,8 +13,8 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import (MANIFEST, MLM, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT, feature_lengths, kind_of,
-                                   kind_of_manifest)
+from mlm_tpu.shards.format import (MANIFEST, MLM, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
+                                   feature_lengths, kind_of, kind_of_manifest)
 from mlm_tpu.shards.tfrecord import iter_records
 
 LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
@@ -76,9 +76,14 @@ def find_shards(location: str, kind: str, lengths: Dict[str, Optional[int]], fla
                             "<prefix>-<index>-<count>.tfrecord")
         counts.append(int(match.group(1)))
     folder = os.path.dirname(files[0])
+    if tf.io.gfile.exists(f"{folder}/{WRITER_RECORD}"):
+        raise UserError(f"{flag}: the shards in {folder} are still being written by a sharding job (or one that was "
+                        "killed); wait for it to finish, or run it again to finish the split")
     manifest = _read_manifest(folder, flag)
     found = _feature_lengths_from_manifest(manifest, files, counts, folder, flag) if manifest else \
         _feature_lengths_from_records(files, folder, flag)
+    if manifest:
+        _check_sizes(manifest, files, flag)
     found_kind = kind_of_manifest(manifest) if manifest else kind_of(found)
     _check_kind(found_kind, kind, flag, folder)
     _check_lengths(found, lengths, flag, folder)
@@ -107,6 +112,40 @@ def _feature_lengths_from_manifest(manifest: dict, files: List[str], counts: Lis
         raise UserError(f"{flag}: the shards in {folder} do not match its manifest.json (a shard is missing, "
                         "extra or renamed); re-run `python -m mlm_tpu.shard` for that split")
     return lengths
+
+
+def _check_sizes(manifest: dict, files: List[str], flag: str) -> None:
+    """Local shards must have the size the manifest recorded (a copy cut short loses whole records)."""
+    sizes = {entry["name"]: entry.get("bytes") for entry in manifest["shards"]}
+    for path in files:
+        expected = sizes.get(os.path.basename(path))
+        if expected is not None and "://" not in path and os.path.getsize(path) != expected:
+            raise UserError(f"{flag}: shard {path} holds {os.path.getsize(path):,} bytes, fewer than the "
+                            f"{expected:,} its manifest recorded (cut short?); copy it again or re-shard the split"
+                            if os.path.getsize(path) < expected else
+                            f"{flag}: shard {path} holds {os.path.getsize(path):,} bytes, not the {expected:,} its "
+                            "manifest recorded; copy it again or re-shard the split")
+
+
+def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str) -> None:
+    """Refuse a tokenizer other than the one the manifest says made the shards (ids would mean other pieces)."""
+    from mlm_tpu.tokenizer.load import tokenizer_fingerprint
+
+    recorded = (shards.manifest or {}).get("settings", {}).get("tokenizer_fingerprint")
+    if recorded and recorded != tokenizer_fingerprint(tokenizer):
+        raise UserError(f"{flag}: the shards in {shards.folder} were made with another tokenizer than {tokenizer_flag} "
+                        f"(fingerprint {recorded}, not {tokenizer_fingerprint(tokenizer)}); pass the tokenizer that "
+                        "made them, or re-shard with this one")
+
+
+def find_short_shard(shards: ShardSet) -> Optional[str]:
+    """Which shard holds fewer records than its name counts (after TensorFlow found one), in words."""
+    for path, count in zip(shards.files, shards.counts):
+        found = sum(1 for _ in tf.data.TFRecordDataset(path))
+        if found != count:
+            return (f"shard {path} holds {found} records, {'fewer' if found < count else 'more'} than the {count} its "
+                    "name counts (cut short by a copy?); copy it again or re-shard the split")
+    return None
 
 
 def _feature_lengths_from_records(files: List[str], folder: str, flag: str) -> Dict[str, int]:

@@ -9,8 +9,14 @@ and the --input-column(s), joined by newlines, as input_ids/attention_mask of --
 longer input keeps its first and last halves), and the --target-column as labels of
 --max-target-length, padded with -100.
 
+--task span-corruption (T5 pretraining): documents are tokenized without special tokens,
+concatenated and cut into raw rows of the length T whose corrupted inputs are --max-length tokens
+(T5's arithmetic: 512 -> 568); the trainer corrupts them. Records: input_ids; the manifest records
+the noise density, mean span length and the lengths.
+
 Shards go to `<output-dir>/<split>/<prefix>-<index>-<count>.tfrecord`, locally or on gs://,
-with a manifest.json written last. Re-running an interrupted job finishes it.
+with a manifest.json written last. Re-running an interrupted job finishes it; a second job on a
+split another one is writing stops with one line (claim.py).
 """
 
 import dataclasses
@@ -24,11 +30,13 @@ from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import KINDS, MANIFEST, MLM, TEXT2TEXT
-from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples, check_max_length
+from mlm_tpu.shards.claim import SplitClaim, claimed
+from mlm_tpu.shards.format import KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, span_corruption_settings
+from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples, RawRows, check_max_length
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.text2text import Text2TextExamples
-from mlm_tpu.shards.writer import ShardWriter
+from mlm_tpu.shards.writer import ResumePoint, ShardWriter
+from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, span_lengths
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 SHARD_PREFIX = re.compile(r"^[\w.-]+$")
@@ -48,6 +56,8 @@ class ShardingConfig:
     source_prefix: str = ""  # text2text: task prefix put before every input
     max_length: int = setting(512, low=MIN_MAX_LENGTH)  # tokens per example (per input, for text2text)
     max_target_length: int = setting(128, low=2)  # text2text: tokens per target, </s> included
+    noise_density: float = setting(0.15, low=0, high=1, low_open=True, high_open=True)  # span-corruption: N / T
+    mean_noise_span_length: float = setting(3.0, low=1)  # span-corruption: N / K
     shard_size: int = setting(1000, low=1)  # examples per shard
     prefix: str = "dataset"  # shard file name prefix
     num_workers: Optional[int] = setting(None, low=1)  # tokenizer threads (None: every core)
@@ -72,6 +82,8 @@ def check_config(config: ShardingConfig) -> ShardingConfig:
         given = [flag for flag, value in text2text_flags.items() if value]
         if given:
             raise UserError(f"{given[0]} is for --task text2text; --task {task} reads --text-column")
+        if task != SPAN_CORRUPTION and (config.noise_density, config.mean_noise_span_length) != (0.15, 3.0):
+            raise UserError(f"--noise-density and --mean-noise-span-length are for --task span-corruption, not {task}")
         return dataclasses.replace(config, task=task)
     if not config.input_columns or not config.target_column:
         raise UserError("--task text2text needs --input-column (one or more) and --target-column, e.g. "
@@ -82,11 +94,27 @@ def check_config(config: ShardingConfig) -> ShardingConfig:
     return dataclasses.replace(config, task=task)
 
 
+def corruption_lengths(config: ShardingConfig) -> SpanLengths:
+    """--task span-corruption: the raw rows whose corrupted inputs are --max-length tokens (T5's arithmetic)."""
+    try:
+        return span_lengths(config.max_length, config.noise_density, config.mean_noise_span_length)
+    except ValueError as error:
+        raise UserError(f"--task span-corruption: {error}") from None
+
+
 def example_maker(config: ShardingConfig, tokenizer) -> ExampleMaker:
     """What turns corpus batches into examples: packed documents (mlm) or one example per row (text2text)."""
     threads = config.num_workers or os.cpu_count() or 1
     if config.task == MLM:
         return PackedExamples(tokenizer, threads, config.max_length)
+    if config.task == SPAN_CORRUPTION:
+        lengths = corruption_lengths(config)
+        try:
+            first_sentinel_id(tokenizer, lengths)
+        except ValueError as error:
+            raise UserError(f"--tokenizer {config.tokenizer}: {error}; make a T5 tokenizer with "
+                            "`python -m mlm_tpu.tokenizer train --template t5`") from None
+        return RawRows(tokenizer, threads, lengths.raw_length)
     return Text2TextExamples(tokenizer, threads, config.input_columns, config.target_column, config.source_prefix,
                              config.max_length, config.max_target_length)
 
@@ -96,6 +124,8 @@ def settings_of(config: ShardingConfig, maker: ExampleMaker, corpus: Corpus) -> 
     settings = {"task": config.task, "split": corpus.source.split, "prefix": config.prefix,
                 "max_length": config.max_length, "shard_size": config.shard_size,
                 "tokenizer_fingerprint": maker.encoder.fingerprint, "corpus": corpus.source.describe()}
+    if config.task == SPAN_CORRUPTION:
+        settings.update(span_corruption_settings(corruption_lengths(config)))
     if config.task == TEXT2TEXT:
         settings.update({"input_columns": list(config.input_columns), "target_column": config.target_column,
                          "source_prefix": config.source_prefix, "max_target_length": config.max_target_length})
@@ -111,30 +141,42 @@ def shard_corpus(config: ShardingConfig) -> dict:
         warn(warning)
     maker = example_maker(config, tokenizer)
     storage = open_split_storage(config.output_dir, corpus.source.split, config.storage_retry_seconds)
-    writer = ShardWriter(storage, config.prefix, config.shard_size, maker.feature_lengths,
-                         settings_of(config, maker, corpus))
-    start = writer.resume_point(config.overwrite)
-    if start.complete:
-        log(f"{storage.location()} is already complete ({len(writer.shards)} shards, manifest verified); "
-            "nothing to do. Pass --overwrite to make it again.")
-        return writer.manifest
+    with claimed(storage) as claim:
+        writer = ShardWriter(storage, config.prefix, config.shard_size, maker.feature_lengths,
+                             settings_of(config, maker, corpus))
+        start = writer.resume_point(config.overwrite)
+        if start.complete:
+            log(f"{storage.location()} is already complete ({len(writer.shards)} shards, manifest verified); "
+                "nothing to do. Pass --overwrite to make it again.")
+            return writer.manifest
+        return _write_split(config, corpus, maker, writer, start, claim)
+
+
+def _write_split(config: ShardingConfig, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter,
+                 start: ResumePoint, claim: SplitClaim) -> dict:
+    """Examples from where `start` says, into shards, then the manifest."""
     if start.counters:
         maker.restore(start.counters)
         log(f"Resuming: {start.shards} shards already written and verified; re-reading the corpus "
             f"from document {start.counters['documents']:,}")
-    lengths = (f"{config.max_length}-token examples" if config.task == MLM else
-               f"examples of {config.max_length} input and {config.max_target_length} target tokens")
-    log(f"Sharding {corpus.name()} into {lengths}, {config.shard_size} per shard, -> {storage.location()}")
+    lengths = {MLM: f"{config.max_length}-token examples",
+               SPAN_CORRUPTION: f"{maker.max_length}-token raw rows (corrupted while training into "
+                                f"{config.max_length}-token inputs)",
+               TEXT2TEXT: f"examples of {config.max_length} input and {config.max_target_length} target tokens"}[
+        config.task]
+    log(f"Sharding {corpus.name()} into {lengths}, {config.shard_size} per shard, -> {writer.storage.location()}")
     started = time.perf_counter()
     units_at_start = maker.counters["units"]
     skip_units = start.shards * config.shard_size * maker.units_per_example - units_at_start  # already in kept shards
     with progress(desc="sharding", unit=" docs", total=corpus.source.limit, initial=maker.counters["documents"]) as bar:
         for batch in maker.batches(corpus, config.batch_size):
-            before = maker.snapshot()
+            before, shards = maker.snapshot(), len(writer.shards)
             piece = maker.encode(batch)
             if skip_units:
                 piece, skip_units = maker.drop(piece, skip_units)
             writer.add(maker.examples(piece), before)
+            if len(writer.shards) > shards:
+                claim.refresh()
             bar.update(len(batch))
             bar.set_postfix(examples=f"{writer.records:,}", shards=len(writer.shards), refresh=False)
     manifest = writer.finish(maker.totals())
@@ -142,5 +184,5 @@ def shard_corpus(config: ShardingConfig) -> dict:
     shards = len(manifest["shards"])
     rate = (maker.counters["units"] - units_at_start) / max(seconds, 1e-9)
     log(f"Wrote {manifest['records']:,} {lengths} in {shards} shard{'s' * (shards != 1)} {maker.summary()} in "
-        f"{seconds:.1f} s ({rate:,.0f} {maker.unit_name}/s). Manifest: {storage.location(MANIFEST)}")
+        f"{seconds:.1f} s ({rate:,.0f} {maker.unit_name}/s). Manifest: {writer.storage.location(MANIFEST)}")
     return manifest

@@ -7,6 +7,7 @@ under a shard's name. GCS goes through google-cloud-storage (which honours
 """
 
 import base64
+import re
 import os
 import tempfile
 from typing import List, Optional
@@ -14,6 +15,9 @@ from typing import List, Optional
 import google_crc32c
 
 from mlm_tpu.errors import UserError, reason_of
+
+
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")  # GCS' naming rules (dotted names up to 222)
 
 
 def crc32c_base64(data: bytes) -> str:
@@ -26,6 +30,7 @@ class LocalStorage:
 
     def __init__(self, folder: str):
         self.folder = folder
+        self.made_folder = False
         existing = os.path.abspath(folder)
         while not os.path.exists(existing):  # the folder is made at the first write, not before
             existing = os.path.dirname(existing)
@@ -39,11 +44,16 @@ class LocalStorage:
     def list_names(self) -> List[str]:
         return sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
 
-    def write(self, name: str, data: bytes) -> None:
+    def _make_folder(self) -> None:
+        if not os.path.isdir(self.folder):
+            self.made_folder = True
         try:
             os.makedirs(self.folder, exist_ok=True)
         except OSError as error:
             raise UserError(f"cannot create output folder '{self.folder}': {error.strerror or error}") from None
+
+    def write(self, name: str, data: bytes) -> None:
+        self._make_folder()
         descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
         try:
             with os.fdopen(descriptor, "wb") as stream:
@@ -56,6 +66,19 @@ class LocalStorage:
             if os.path.exists(temporary):
                 os.remove(temporary)
 
+    def create(self, name: str, data: bytes) -> bool:
+        """Write `name` only if it does not exist yet (atomically: of two jobs, one wins); whether it did."""
+        self._make_folder()
+        try:
+            descriptor = os.open(self.location(name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        except OSError as error:
+            raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+        return True
+
     def read(self, name: str) -> Optional[bytes]:
         try:
             with open(self.location(name), "rb") as stream:
@@ -64,8 +87,12 @@ class LocalStorage:
             return None
 
     def delete(self, name: str) -> None:
+        """Remove `name`; a folder this job made and left empty goes too."""
         if os.path.exists(self.location(name)):
             os.remove(self.location(name))
+        if self.made_folder and not os.listdir(self.folder):
+            os.rmdir(self.folder)
+            self.made_folder = False
 
 
 class GcsStorage:
@@ -80,6 +107,10 @@ class GcsStorage:
         bucket_name, _, prefix = url[len("gs://"):].partition("/")
         if not bucket_name:
             raise UserError(f"'{url}' names no bucket; write gs://BUCKET/PATH")
+        if not BUCKET_NAME.fullmatch(bucket_name):
+            raise UserError(f"'{bucket_name}' in {url} is not a valid bucket name (3 to 63 lowercase letters, digits, "
+                            "dashes, underscores and dots, starting and ending with a letter or digit); fix the "
+                            "gs:// path")
         self.url = url.rstrip("/")
         self.prefix = prefix.strip("/")
         self.retry = DEFAULT_RETRY.with_timeout(retry_seconds)
@@ -105,7 +136,7 @@ class GcsStorage:
 
         try:
             return function(*args, **kwargs)
-        except self._exceptions.NotFound:
+        except (self._exceptions.NotFound, self._exceptions.PreconditionFailed):
             raise
         except self._exceptions.Forbidden as error:
             raise UserError(f"cannot {what}: permission denied ({reason_of(error)}); check the account's "
@@ -132,6 +163,16 @@ class GcsStorage:
         blob = self.bucket.blob(self._object(name))
         self._call(f"upload {self.location(name)}", blob.upload_from_string, data,
                    content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+
+    def create(self, name: str, data: bytes) -> bool:
+        """Write `name` only if no object of that name exists (generation precondition 0); whether it did."""
+        blob = self.bucket.blob(self._object(name))
+        try:
+            self._call(f"upload {self.location(name)}", blob.upload_from_string, data, if_generation_match=0,
+                       content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+        except self._exceptions.PreconditionFailed:
+            return False
+        return True
 
     def read(self, name: str) -> Optional[bytes]:
         blob = self.bucket.blob(self._object(name))

@@ -28,7 +28,8 @@ class Text2TextValidation(Validation):
                  jit_compile: bool):
         self.scorer = scorer
         self.runner = ShardRunner(strategy, shards, per_replica_batch_size, lambda seed: None, 0,
-                                  lambda batch: scorer.on_device(model, batch), jit_compile=jit_compile, gather=True)
+                                  lambda batch: scorer.on_device(model, batch), vocab_size=model.config.vocab_size,
+                                  jit_compile=jit_compile, gather=True)
 
     def outputs(self) -> Dict[str, np.ndarray]:
         """The on-device outputs for every row of every step, padding rows included."""

@@ -1,18 +1,43 @@
-"""Loading a saved tokenizer for any command, with a clear error for a folder that holds none."""
+"""Loading a saved tokenizer for any command, with a clear error for a folder that holds none or a damaged one."""
 
-from mlm_tpu.errors import UserError
+import os
+
+from mlm_tpu.errors import UserError, reason_of
+
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt")
+MAKE_ONE = "make one with `python -m mlm_tpu.tokenizer train`"
 
 
 def load_tokenizer(name_or_path: str, flag: str = "--tokenizer", fast: bool = False):
     """`AutoTokenizer.from_pretrained`; with `fast`, refuse a slow (Python) tokenizer."""
     from transformers import AutoTokenizer
 
+    if os.path.isdir(name_or_path) and not any(os.path.isfile(os.path.join(name_or_path, name))
+                                               for name in TOKENIZER_FILES):
+        raise UserError(f"{flag} '{name_or_path}' holds no tokenizer (no tokenizer.json); pass the folder of one "
+                        f"(a model folder saved by mlm_tpu holds its tokenizer), or {MAKE_ONE}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except (OSError, ValueError):
         raise UserError(f"{flag} '{name_or_path}' is not a tokenizer folder nor a reachable Hub name "
-                        "(make one with `python -m mlm_tpu.tokenizer train`)") from None
+                        f"({MAKE_ONE})") from None
+    except Exception as error:  # the Rust tokenizers library raises a bare Exception for a damaged file
+        raise UserError(f"{flag} '{name_or_path}': its tokenizer.json is not a valid tokenizer ({reason_of(error)}; "
+                        f"it may have been cut short); copy it again, or {MAKE_ONE}") from None
     if fast and not tokenizer.is_fast:
         raise UserError(f"{flag} '{name_or_path}' is a slow (Python) tokenizer; a fast one (a folder with "
                         "tokenizer.json) is needed")
     return tokenizer
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """What names a tokenizer in a shard manifest: a hash of its tokenizer.json, without the truncation and
+    padding settings that transformers changes on a loaded tokenizer."""
+    import hashlib
+
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+    return hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]

@@ -18,8 +18,8 @@ from mlm_tpu.configuration import check_ranges
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.pipeline import distributed_evaluation_dataset, evaluation_steps
-from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard
+from mlm_tpu.shards.pipeline import distributed_evaluation_dataset, evaluation_steps, reading_errors
+from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import EvaluationConfig
 from mlm_tpu.training.hardware import describe
 from mlm_tpu.training.task import Scores, Validation
@@ -31,12 +31,14 @@ class ShardRunner:
 
     def __init__(self, strategy, shards: ShardSet, per_replica_batch_size: int,
                  make_transform: Callable[[int], Optional[Callable]], seed: int,
-                 replica_step: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]], *, jit_compile: bool,
-                 gather: bool):
+                 replica_step: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]], *, vocab_size: int,
+                 jit_compile: bool, gather: bool):
         self.shards = shards
         self.gather = gather
         self.steps = evaluation_steps(shards, per_replica_batch_size, strategy)
-        self.dataset = distributed_evaluation_dataset(strategy, shards, per_replica_batch_size, make_transform, seed)
+        self.vocab_size = vocab_size
+        self.dataset = distributed_evaluation_dataset(strategy, shards, per_replica_batch_size, make_transform, seed,
+                                                      vocab_size)
         on_replica = tf.function(replica_step, jit_compile=jit_compile)
 
         @tf.function
@@ -52,13 +54,11 @@ class ShardRunner:
     def run(self, show_progress: bool = False) -> Dict[str, np.ndarray]:
         iterator = iter(self.dataset)
         results = []
-        try:
-            with progress(total=self.steps, desc="evaluating", unit=" steps", disable=not show_progress) as bar:
-                for _ in range(self.steps):
-                    results.append({name: value.numpy() for name, value in self.step(iterator).items()})
-                    bar.update(1)
-        except tf.errors.DataLossError:
-            raise UserError(find_corrupt_shard(self.shards) or "a shard is corrupt; re-shard the data") from None
+        with reading_errors(self.shards, self.vocab_size), \
+                progress(total=self.steps, desc="evaluating", unit=" steps", disable=not show_progress) as bar:
+            for _ in range(self.steps):
+                results.append({name: value.numpy() for name, value in self.step(iterator).items()})
+                bar.update(1)
         if self.gather:
             return {name: np.concatenate([result[name] for result in results]) for name in results[0]}
         return {name: np.sum([result[name] for result in results], axis=0, dtype=np.float64) for name in results[0]}
@@ -96,7 +96,8 @@ class TokenValidation(Validation):
         self.accuracy_name = accuracy_name
         self.tokens_name = tokens_name
         self.runner = ShardRunner(strategy, shards, per_replica_batch_size, make_transform, seed,
-                                  lambda batch: token_sums(model, batch), jit_compile=jit_compile, gather=False)
+                                  lambda batch: token_sums(model, batch), vocab_size=model.config.vocab_size,
+                                  jit_compile=jit_compile, gather=False)
 
     def run(self, show_progress: bool = False) -> Scores:
         return token_scores(self.runner.run(show_progress), self.accuracy_name, self.tokens_name)
@@ -118,7 +119,7 @@ def evaluate_model(config: EvaluationConfig) -> EvaluationResult:
     from mlm_tpu.model_folder.loading import load_pretrained
     from mlm_tpu.tasks import make_task, task_of_saved_model
     from mlm_tpu.training.hardware import set_up
-    from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.shards.reading import check_tokenizer, find_shards
 
     check_ranges(config)
     task = make_task(task_of_saved_model(config.model))
@@ -126,6 +127,7 @@ def evaluate_model(config: EvaluationConfig) -> EvaluationResult:
     shards = find_shards(config.eval_dataset, task.shard_kind, task.features(config.max_length, None), "--eval-dataset")
     with strategy.scope():
         model, tokenizer = load_pretrained(config.model, task.model_class)
+    check_tokenizer(shards, tokenizer, "--eval-dataset", f"the tokenizer of --model {config.model}")
     task.prepare_evaluation(config, model, tokenizer, shards)
     validation = task.validation(strategy, model, tokenizer, shards, config.per_replica_batch_size, config.seed,
                                  on_tpu=config.hardware.tpu is not None)

@@ -61,6 +61,10 @@ def plot_losses(run_dir: str, output: str) -> Tuple[int, int]:
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise UserError(f"cannot write the plot to {output}: the folder {folder} does not exist; create it or "
+                        "choose another --output")
     training, validation = loss_curves(run_dir)
     if not training and not validation:
         raise UserError(f"no loss logged under {run_dir}/logs; give the --output-dir of a `python train.py` run")

@@ -8,7 +8,9 @@ epoch began), `epoch_loss` per epoch index and `evaluation_loss_vs_iterations`; 
 """
 
 import os
-from typing import Dict
+from typing import Dict, List
+
+from mlm_tpu.errors import UserError
 
 TRAIN, VALIDATION = "train", "validation"
 LOSS = "loss"
@@ -33,18 +35,46 @@ class RunLogs:
 
 
 def read_scalars(log_dir: str) -> Dict[str, Dict[int, float]]:
-    """Every scalar in one TensorBoard run folder: {tag: {step: value}} (a step written twice: the later value)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """Every scalar in one TensorBoard run folder: {tag: {step: value}} (a step written twice: the later value).
+
+    Every record's checksum is checked: a damaged events file is one clear error, never a plot missing
+    points without a word (TensorBoard's own reader stops at the damage silently).
+    """
+    from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.util.tensor_util import make_ndarray
 
     if not os.path.isdir(log_dir):
         return {}
-    events = EventAccumulator(log_dir, size_guidance={"tensors": 0, "scalars": 0})
-    events.Reload()
-    tags = events.Tags()
+    try:
+        names = sorted(os.listdir(log_dir))
+    except OSError as error:
+        raise UserError(f"cannot read the TensorBoard logs in {log_dir}: {error.strerror or error}; fix the "
+                        "folder's permissions") from None
     scalars: Dict[str, Dict[int, float]] = {}
-    for tag in tags.get("tensors", []):
-        scalars[tag] = {event.step: float(make_ndarray(event.tensor_proto)) for event in events.Tensors(tag)}
-    for tag in tags.get("scalars", []):
-        scalars[tag] = {event.step: event.value for event in events.Scalars(tag)}
+    for name in names:
+        if ".tfevents." not in name:
+            continue
+        for record in _records(os.path.join(log_dir, name)):
+            event = Event.FromString(record)
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+                elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:
+                    scalars.setdefault(value.tag, {})[event.step] = float(make_ndarray(value.tensor))
     return scalars
+
+
+def _records(path: str) -> List[bytes]:
+    from mlm_tpu.shards.tfrecord import iter_records
+
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise UserError(f"cannot read the TensorBoard events file {path}: {error.strerror or error}; fix its "
+                        "permissions") from None
+    try:
+        return list(iter_records(data, path))
+    except UserError as error:
+        raise UserError(f"the TensorBoard events file {path} is damaged ({str(error).split(' is ', 1)[-1]}), so the "
+                        "plot would miss points; restore it from a copy, or move it away to plot without it") from None

@@ -34,8 +34,8 @@ from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.pipeline import distributed_training_dataset, steps_per_epoch
-from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_shards
+from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
+from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.tasks import make_task
 from mlm_tpu.training.backup import Backup
 from mlm_tpu.training.config import TrainingConfig
@@ -181,18 +181,25 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
+        given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
+        for flag, shards in (("--train-dataset", self.train_shards), ("--eval-dataset", eval_shards)):
+            if shards:
+                check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         plan = plan_steps(config, self.train_shards, strategy)
+        with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
+            model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
+            dropout_keys = key_dropout_by_step(model, config.seed)
         make_output_dir(config.output_dir)
         pusher = self._hub_pusher()
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
             f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}; "
             f"{self.train_shards.records:,} examples in {len(self.train_shards.files)} shards -> "
             f"{plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
-        write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self._run_info(plan, strategy))
+        self.run_info = self._run_info(plan, strategy)
+        if not os.path.isfile(os.path.join(config.output_dir, "config.json")):  # else it comes with the first save,
+            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # beside the model it made
         with strategy.scope():
-            model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
-            dropout_keys = key_dropout_by_step(model, config.seed)
             backup = Backup(os.path.join(config.output_dir, "backup"), model, optimizer)
             restored = backup.restore()
         step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
@@ -203,7 +210,8 @@ class Trainer:
         dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
                                                task.make_transform(tokenizer), seed=config.seed,
                                                window=config.shuffle_buffer_size,
-                                               steps_per_epoch=plan.steps_per_epoch, start_step=step)
+                                               steps_per_epoch=plan.steps_per_epoch, start_step=step,
+                                               vocab_size=model.config.vocab_size)
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
                      describe(strategy))
         try:
@@ -244,6 +252,7 @@ class _Loop:
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
         self.hardware = hardware
+        self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
         self.best_metric = self.task.best_metric(self.config) if validation else None
@@ -269,10 +278,8 @@ class _Loop:
                 self.callbacks.on_epoch_begin(epoch)
                 started = time.perf_counter()
             length = self.execution_length(step)
-            try:
+            with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
-            except tf.errors.DataLossError:
-                raise UserError(find_corrupt_shard(self.shards) or "a shard is corrupt; re-shard the data") from None
             self.check_finite(results[:, 0], step)
             self.count(results, step)
             step += length
@@ -362,7 +369,8 @@ class _Loop:
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card, records,
+        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
+                          {RUN_INFO_FILE: self.run_info, **(records or {})},
                           self.card_name)
 
     def draw_loss_plot(self) -> None:

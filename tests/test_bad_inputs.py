@@ -1,0 +1,496 @@
+"""Bad input across every command, in one table: what a careless or unlucky user gives, and what must happen.
+
+Each row makes its input under a fresh folder, runs the command (in this process, through the same
+`run_command` wrapper a shell user goes through, so a stray exception fails the row with its
+traceback), and checks: the exit code (2 for bad input; 0 where the right answer is to do the work),
+one `error:` line holding the row's phrases, no traceback, and what must not be on disk afterwards
+(half-written files, a model saved over a good one). New flags and formats get their rows here.
+
+Rows that need a trained model or a training step are marked slow; the others run in seconds.
+"""
+
+import csv
+import filecmp
+import io
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Sequence, Tuple
+
+import pytest
+
+from conftest import REPO_ROOT, run_module
+from mlm_tpu.shards.format import WRITER_RECORD
+from mlm_tpu.shards.tfrecord import frame_records, iter_records
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
+
+
+@dataclass
+class Inputs:
+    """What a row builds its input from: a scratch folder and the session's real tokenizers and shards."""
+
+    tmp: Path
+    tokenizer: Path  # the masked-LM tokenizer the shards were made with (2,000 pieces)
+    shards: Path  # its train/ and validation/ splits, 64-token examples
+    t5_tokenizer: Path
+
+    def copy(self, source: Path, name: str) -> Path:
+        target = self.tmp / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, target)
+        return target
+
+    def good_model(self) -> Path:
+        """An output folder that already holds a trained model a failed run must leave as it is."""
+        return self.copy(FIXTURES / "roberta", "good-model")
+
+
+@dataclass
+class Row:
+    id: str
+    command: str  # a `mlm-tpu` command
+    make_args: Callable[[Inputs], List[str]]
+    phrases: Tuple[str, ...] = ()
+    exit_code: int = 2
+    absent: Tuple[str, ...] = ()  # paths under the scratch folder that must not exist afterwards
+    unchanged: Tuple[str, ...] = ()  # folders under the scratch folder that must be as good_model() made them
+    slow: bool = False
+    stdin: bytes = b""  # what the command reads on stdin
+    check: Callable[[Inputs, str], None] = field(default=lambda inputs, stdout: None)  # more, for exit-0 rows
+
+
+ROWS: List[Row] = []
+
+
+def row(command: str, *phrases: str, **options):
+    """Register the decorated function (Inputs -> the command's arguments) as a row of the table."""
+    def register(make_args):
+        ROWS.append(Row(make_args.__name__, command, make_args, phrases, **options))
+        return make_args
+    return register
+
+
+def text_file(inputs: Inputs, name: str, text: str, encoding: str = "utf-8") -> Path:
+    path = inputs.tmp / name
+    path.write_text(text, encoding=encoding)
+    return path
+
+
+def parquet_file(inputs: Inputs, name: str, columns: dict) -> Path:
+    import pyarrow
+    import pyarrow.parquet
+
+    path = inputs.tmp / name
+    pyarrow.parquet.write_table(pyarrow.table(columns), path)
+    return path
+
+
+def tokenizer_flags(inputs: Inputs, *corpus: str, output: str = "tok") -> List[str]:
+    return ["train", "--text-files", *corpus, "--vocab-size", "200", "--output-dir", str(inputs.tmp / output)]
+
+
+def shard_flags(inputs: Inputs, *extra: str, tokenizer=None, output: str = "out") -> List[str]:
+    return ["--tokenizer", str(tokenizer or inputs.tokenizer), "--max-length", "32", "--output-dir",
+            str(inputs.tmp / output), *extra]
+
+
+def train_flags(inputs: Inputs, train=None, *extra: str, output: str = "model") -> List[str]:
+    return ["--train-dataset", str(train or inputs.shards / "train"), "--tokenizer", str(inputs.tokenizer),
+            "--model-config", "tiny", "--per-replica-batch-size", "16", "--max-steps", "2", "--output-dir",
+            str(inputs.tmp / output), *extra]
+
+
+def short_shards(inputs: Inputs, keep_manifest: bool) -> Path:
+    """The training split with its last shard cut short by whole records (its name still counts them all)."""
+    split = inputs.copy(inputs.shards / "train", "short")
+    last = sorted(split.glob("*.tfrecord"))[-1]
+    data = last.read_bytes()
+    kept = list(iter_records(data, str(last)))[:-3]
+    last.write_bytes(frame_records(kept))
+    if not keep_manifest:
+        (split / "manifest.json").unlink()
+    return split
+
+
+def damaged_manifest(inputs: Inputs, source: Path, name: str) -> Path:
+    split = inputs.copy(source, name)
+    manifest = split / "manifest.json"
+    manifest.write_text(manifest.read_text()[:50])
+    return split
+
+
+# --- tokenizer ---------------------------------------------------------------------------------------------------
+
+@row("tokenizer", "--vocab-size", "at most", absent=("tok",))
+def vocab_size_overflow(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n")))[:-4], "--vocab-size", "99999999999",
+            "--output-dir", str(inputs.tmp / "tok")]
+
+
+@row("tokenizer", "--vocab-size", "at most", absent=("tok",))
+def vocab_size_abort(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n")))[:-4], "--vocab-size", "1000000000",
+            "--output-dir", str(inputs.tmp / "tok")]
+
+
+@row("tokenizer", exit_code=0)
+def csv_cell_over_128_kb(inputs):
+    path = inputs.tmp / "big.csv"
+    with open(path, "w", newline="", encoding="utf-8") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["text"])
+        writer.writerow([" ".join(f"word{i % 500}" for i in range(30_000))])  # ~250 KB
+        writer.writerow(["a short row"])
+    return tokenizer_flags(inputs, str(path))
+
+
+@row("tokenizer", exit_code=0)
+def csv_with_byte_order_mark(inputs):
+    return tokenizer_flags(inputs, str(text_file(inputs, "excel.csv", "text\nsome words here\nand more words\n",
+                                                 encoding="utf-8-sig")))
+
+
+@row("tokenizer", "column 'text'", "int", "not text", absent=("tok",))
+def parquet_text_column_of_integers(inputs):
+    return tokenizer_flags(inputs, str(parquet_file(inputs, "numbers.parquet", {"text": [1, 2, 3]})))
+
+
+@row("tokenizer", "no tokenizer.json", "--tokenizer")
+def encode_folder_without_tokenizer_json(inputs):
+    folder = inputs.copy(inputs.tokenizer, "no-tokenizer")
+    (folder / "tokenizer.json").unlink()
+    return ["encode", "--tokenizer", str(folder), "some text"]
+
+
+@row("tokenizer", "stdin", "not UTF-8", stdin="caf\xe9 au lait\n".encode("latin-1"))
+def encode_latin1_on_stdin(inputs):
+    return ["encode", "--tokenizer", str(inputs.tokenizer)]
+
+
+@row("tokenizer", "tokenizer.json", "not a valid", absent=("tok",))
+def encode_truncated_tokenizer_json(inputs):
+    folder = inputs.copy(inputs.tokenizer, "cut-tokenizer")
+    (folder / "tokenizer.json").write_text((folder / "tokenizer.json").read_text()[:3000])
+    return ["encode", "--tokenizer", str(folder), "some text"]
+
+
+# --- shard ---------------------------------------------------------------------------------------------------------
+
+@row("shard", "tokenizer.json", "not a valid", absent=("out",))
+def shard_truncated_tokenizer_json(inputs):
+    folder = inputs.copy(inputs.tokenizer, "cut-tokenizer")
+    (folder / "tokenizer.json").write_text((folder / "tokenizer.json").read_text()[:3000])
+    return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n" * 50)), tokenizer=folder)
+
+
+@row("shard", "manifest", "not valid JSON", "--overwrite")
+def shard_over_invalid_manifest(inputs):
+    corpus = text_file(inputs, "c.txt", "some text here\n" * 400)
+    split = inputs.tmp / "out" / "train"
+    split.mkdir(parents=True)
+    (split / "manifest.json").write_text('{"records": 1')
+    return shard_flags(inputs, "--text-files", str(corpus))
+
+
+@row("shard", exit_code=0, check=lambda inputs, _: _targets_are(inputs, {"0", "1"}))
+def text2text_integer_targets_in_parquet(inputs):
+    path = parquet_file(inputs, "labels.parquet", {"text": ["good film", "bad film"] * 20, "label": [1, 0] * 20})
+    return ["--task", "text2text", "--tokenizer", str(inputs.t5_tokenizer), "--text-files", str(path),
+            "--input-column", "text", "--target-column", "label", "--max-length", "16", "--max-target-length", "4",
+            "--output-dir", str(inputs.tmp / "out")]
+
+
+def _targets_are(inputs: Inputs, expected: set) -> None:
+    manifest = json.loads((inputs.tmp / "out" / "train" / "manifest.json").read_text())
+    assert set(manifest["target_counts"]) == expected
+
+
+@row("shard", "text", "list", "not text", absent=("out/train",))
+def text2text_list_targets_in_parquet(inputs):
+    path = parquet_file(inputs, "lists.parquet", {"text": ["a", "b"], "label": [[1], [2]]})
+    return ["--task", "text2text", "--tokenizer", str(inputs.t5_tokenizer), "--text-files", str(path),
+            "--input-column", "text", "--target-column", "label", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("shard", "Bad_Bucket!", "bucket name")
+def invalid_bucket_name(inputs):
+    return [*shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n")))[:-2],
+            "--output-dir", "gs://Bad_Bucket!/x"]
+
+
+@row("shard", "--max-length", "at least")
+def shard_max_length_zero(inputs):
+    return [*shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n")))[:4],
+            "--max-length", "0", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("shard", "is being written", "another", absent=("out/train/manifest.json",))
+def shard_split_another_job_is_writing(inputs):
+    split = inputs.tmp / "out" / "train"
+    split.mkdir(parents=True)
+    (split / WRITER_RECORD).write_text(json.dumps({"host": os.uname().nodename, "pid": os.getppid(),
+                                                        "started": "2026-11-23T10:00:00"}))
+    return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text here\n" * 400)))
+
+
+@row("shard", exit_code=0)
+def shard_over_a_stale_lock(inputs):
+    """A lock left by a job that was killed (its process is gone) does not block the next one."""
+    split = inputs.tmp / "out" / "train"
+    split.mkdir(parents=True)
+    (split / WRITER_RECORD).write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 7,
+                                                        "started": "2026-11-23T10:00:00"}))
+    return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text here\n" * 400)))
+
+
+# --- train ---------------------------------------------------------------------------------------------------------
+
+@row("train", "--shuffle-buffer-size", "at least 1", absent=("model",))
+def shuffle_buffer_zero(inputs):
+    return train_flags(inputs, None, "--shuffle-buffer-size", "0")
+
+
+@row("train", "--seed", "at least 0", absent=("model",))
+def negative_seed(inputs):
+    return train_flags(inputs, None, "--seed", "-1")
+
+
+@row("train", "--learning-rate", "above 0", absent=("model",))
+def learning_rate_nan(inputs):
+    return train_flags(inputs, None, "--learning-rate", "nan")
+
+
+@row("train", "--learning-rate", "above 0", absent=("model",))
+def learning_rate_negative(inputs):
+    return train_flags(inputs, None, "--learning-rate", "-1")
+
+
+@row("train", "is a file", absent=("model/training_args.json",))
+def output_dir_is_a_file(inputs):
+    text_file(inputs, "model", "not a folder")
+    return train_flags(inputs)
+
+
+@row("train", "not writable", absent=("locked/model",))
+def read_only_output_folder(inputs):
+    locked = inputs.tmp / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.access(locked, os.W_OK):
+        pytest.skip("running as root: permissions do not stop writing")
+    return train_flags(inputs, None, output="locked/model")
+
+
+@row("train", "manifest", "not valid JSON", absent=("model",))
+def train_on_invalid_manifest(inputs):
+    return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
+
+
+@row("train", "holds", "fewer", "re-shard", absent=("model",))
+def train_on_short_shard_with_manifest(inputs):
+    return train_flags(inputs, short_shards(inputs, keep_manifest=True))
+
+
+@row("train", "holds", "fewer", "re-shard", slow=True, absent=("model/config.json",))
+def train_on_short_shard_without_manifest(inputs):
+    return train_flags(inputs, short_shards(inputs, keep_manifest=False), "--max-steps", "40")
+
+
+@row("train", "another tokenizer", "--tokenizer", absent=("model",))
+def train_with_another_tokenizer_of_the_same_size(inputs):
+    other = inputs.tmp / "other-tokenizer"
+    result = run_module("mlm_tpu.tokenizer", "train", "--builtin-corpus", "pydoc-topics", "--vocab-size", "2000",
+                        "--output-dir", str(other))
+    assert result.returncode == 0, result.stderr
+    return [*train_flags(inputs)[:2], "--tokenizer", str(other), *train_flags(inputs)[4:]]
+
+
+@row("train", "token id", "vocabulary", "tokenizer", slow=True, absent=("model/config.json",))
+def train_on_shards_without_manifest_from_a_bigger_tokenizer(inputs):
+    split = inputs.copy(inputs.shards / "train", "bigger")
+    (split / "manifest.json").unlink()
+    small = inputs.tmp / "small-tokenizer"
+    result = run_module("mlm_tpu.tokenizer", "train", "--builtin-corpus", "pydoc-topics", "--vocab-size", "500",
+                        "--output-dir", str(small))
+    assert result.returncode == 0, result.stderr
+    return [*train_flags(inputs, split)[:2], "--tokenizer", str(small), *train_flags(inputs)[4:]]
+
+
+@row("train", "mask token", "span-corruption", absent=("model",))
+def masked_lm_with_a_t5_tokenizer(inputs):
+    return [*train_flags(inputs)[:2], "--tokenizer", str(inputs.t5_tokenizer), *train_flags(inputs)[4:]]
+
+
+@row("train", "--model-config", "t5", "masked", absent=("model",))
+def t5_config_as_masked_lm_model_config(inputs):
+    config = text_file(inputs, "config.json", json.dumps({"model_type": "t5", "d_model": 32, "num_layers": 1,
+                                                          "num_heads": 2, "d_ff": 64, "d_kv": 16}))
+    flags = train_flags(inputs)
+    flags[flags.index("--model-config") + 1] = str(config)
+    return flags
+
+
+@row("train", "loss became", "nothing is saved", slow=True, unchanged=("model",))
+def loss_turns_nan(inputs):
+    inputs.good_model()
+    os.rename(inputs.tmp / "good-model", inputs.tmp / "model")
+    shutil.copytree(inputs.tmp / "model", inputs.tmp / "good-model")
+    return train_flags(inputs, None, "--config-overrides", "initializer_range=1e30")
+
+
+# --- evaluate ------------------------------------------------------------------------------------------------------
+
+@row("evaluate", "manifest", "not valid JSON")
+def evaluate_on_invalid_manifest(inputs):
+    return ["--model", str(FIXTURES / "roberta"), "--eval-dataset",
+            str(damaged_manifest(inputs, FIXTURES / "shards" / "validation", "bad-manifest"))]
+
+
+@row("evaluate", "holds", "fewer", "re-shard")
+def evaluate_on_short_shard(inputs):
+    split = inputs.copy(FIXTURES / "shards" / "validation", "short")
+    (split / "manifest.json").unlink()
+    shard = sorted(split.glob("*.tfrecord"))[-1]
+    shard.write_bytes(frame_records(list(iter_records(shard.read_bytes(), str(shard)))[:-2]))
+    return ["--model", str(FIXTURES / "roberta"), "--eval-dataset", str(split)]
+
+
+# --- predict -------------------------------------------------------------------------------------------------------
+
+@row("predict", "tokens", "at most", "shorten")
+def fill_mask_on_a_10000_token_sentence(inputs):
+    return ["fill-mask", "--model", str(FIXTURES / "roberta"), "The [MASK] is " + "very " * 10_000 + "long."]
+
+
+@row("predict", "stdin", "not UTF-8", stdin=b"The [MASK] is \xff\xfe.\n")
+def fill_mask_latin1_on_stdin(inputs):
+    return ["fill-mask", "--model", str(FIXTURES / "roberta")]
+
+
+@row("predict", "roberta", "not a T5", "fill its masks")
+def text2text_with_a_masked_lm(inputs):
+    return ["text2text", "--model", str(FIXTURES / "roberta"), "some text"]
+
+
+@row("predict", "T5", "text2text")
+def fill_mask_with_a_t5(inputs):
+    return ["fill-mask", "--model", str(FIXTURES / "t5-classifier"), "some [MASK] text"]
+
+
+# --- plot ----------------------------------------------------------------------------------------------------------
+
+@row("plot", "training_args.json", "not valid JSON", absent=("run/loss.png",))
+def plot_with_half_written_run_info(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    (run / "training_args.json").write_text((run / "training_args.json").read_text()[:40])
+    return [str(run)]
+
+
+@row("plot", "--output", "does not exist")
+def plot_output_in_a_missing_folder(inputs):
+    return [str(FIXTURES / "roberta"), "--output", str(inputs.tmp / "nowhere" / "loss.png")]
+
+
+@row("plot", "damaged", "events", absent=("run/loss.png",))
+def plot_with_a_damaged_events_file(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    events = sorted((run / "logs").rglob("events.out.tfevents.*"))[0]
+    data = bytearray(events.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    events.write_bytes(bytes(data))
+    return [str(run)]
+
+
+@row("plot", "cannot read", "permission", absent=("run/loss.png",))
+def plot_with_unreadable_logs(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    for events in (run / "logs").rglob("events.out.tfevents.*"):
+        events.chmod(0)
+    if os.access(next((run / "logs").rglob("events.out.tfevents.*")), os.R_OK):
+        pytest.skip("running as root: permissions do not stop reading")
+    return [str(run)]
+
+
+# --- export --------------------------------------------------------------------------------------------------------
+
+@row("export", "not a model folder", absent=("out",))
+def export_a_tokenizer_folder(inputs):
+    return ["--model", str(inputs.tokenizer), "--output-dir", str(inputs.tmp / "out")]
+
+
+@pytest.fixture(scope="module")
+def bad_input_sources(wikitext_tokenizer, shards, t5_data):
+    return wikitext_tokenizer[0], shards, t5_data.tokenizer
+
+
+def invoke(command: str, arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
+    """Run `mlm-tpu command arguments` as the console script does; (exit code, stdout, stderr)."""
+    from mlm_tpu.cli import run_command
+    from mlm_tpu.cli.main import main
+
+    try:
+        run_command(main, [command, *arguments])
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
+                                  for case in ROWS])
+def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    tokenizer, shard_folder, t5_tokenizer = bad_input_sources
+    inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)
+    arguments = case.make_args(inputs)
+    if case.stdin:
+        stream = io.TextIOWrapper(io.BytesIO(case.stdin), encoding="utf-8")
+        stream.isatty = lambda: False
+        monkeypatch.setattr(sys, "stdin", stream)
+    code, out, err = invoke(case.command, arguments, capsys)
+    assert code == case.exit_code, f"exit {code}\nstdout: {out[-2000:]}\nstderr: {err[-3000:]}"
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    if case.exit_code == 2:
+        assert len(errors) == 1, err
+        for phrase in case.phrases:
+            assert phrase in errors[0], f"{phrase!r} not in {errors[0]!r}"
+    else:
+        assert not errors, err
+        case.check(inputs, out)
+    for path in case.absent:
+        assert not (tmp_path / path).exists(), f"{path} was left behind"
+    for folder in case.unchanged:
+        comparison = filecmp.dircmp(tmp_path / "good-model", tmp_path / folder)
+        assert not comparison.diff_files and not comparison.left_only, f"{folder} changed: {comparison.diff_files}"
+    leftovers = [str(p) for p in tmp_path.rglob("*.partial*")]
+    assert not leftovers, f"half-written files left: {leftovers}"
+
+
+def test_two_sharders_on_one_split_never_mix(tmp_path, wikitext_tokenizer, wikitext_path):
+    """Two jobs started at once on the same split with other settings: one writes it, the other stops with one
+    line, and the split holds only the first one's shards and manifest."""
+    import subprocess
+
+    from conftest import REPO_ROOT as root
+
+    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    jobs = [subprocess.Popen([sys.executable, "-m", "mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]),
+                              "--text-files", str(wikitext_path), "--max-length", str(length), "--shard-size", "100",
+                              "--output-dir", str(tmp_path)], env=env, cwd=root, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for length in (32, 48)]
+    results = [(job.wait(timeout=600), job.stderr.read()) for job in jobs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    winner = 32 if results[0][0] == 0 else 48
+    loser_error = [line for code, err in results if code == 2 for line in err.splitlines() if line.startswith("error:")]
+    assert len(loser_error) == 1 and ("being written" in loser_error[0] or "other settings" in loser_error[0])
+    manifest = json.loads((tmp_path / "train" / "manifest.json").read_text())
+    assert manifest["settings"]["max_length"] == winner
+    assert sorted(p.name for p in (tmp_path / "train").glob("*.tfrecord")) == sorted(
+        entry["name"] for entry in manifest["shards"])
+    assert not (tmp_path / "train" / WRITER_RECORD).exists()
