@@ -3,6 +3,7 @@
 | task            | shards (`shard --task`) | model                  | validation each epoch                       |
 |-----------------|-------------------------|------------------------|---------------------------------------------|
 | mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
+| span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
 
@@ -16,6 +17,7 @@ from mlm_tpu.errors import UserError
 
 PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_tpu.training.task.Task
     "mlm": ("mlm_tpu.mlm.task", "MaskedLmTask"),
+    "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
     "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
 }

@@ -41,7 +41,10 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). classification: T5 predicts "
                    "one class token per example, scored by accuracy and per-class precision/recall/F1. generation: T5 "
                    "writes free text with XLA-compiled generate, scored by exact match, token F1 and ROUGE-1/2/L. "
-                   "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`).")
+                   "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`). "
+                   "span-corruption: pretrain T5 with T5's objective on raw rows (`python -m mlm_tpu.shard --task "
+                   "span-corruption`), corrupted afresh each batch with the noise settings the shards' manifest "
+                   "records; scored by target loss, perplexity and token accuracy.")
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
     FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")

@@ -1,0 +1,100 @@
+"""`--task span-corruption`: T5 pretrained from scratch with T5's own objective, on raw rows from the sharder.
+
+The shards hold raw rows of T tokens (`python -m mlm_tpu.shard --task span-corruption`); each batch
+is corrupted in tf.data (span_corruption.py), drawn afresh from (seed, batch number), into inputs
+of the length the sharder was asked for and targets of noise spans, with the noise density and mean
+span length its manifest records. Validation reports the loss over every target token, its
+perplexity and the share of target tokens predicted right; the output folder holds the model of the
+last epoch, ready to fine-tune with `--task classification|generation --model-name-or-path`.
+"""
+
+from typing import Callable, Dict, Optional
+
+from transformers import TFT5ForConditionalGeneration
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import SPAN_CORRUPTION, features_of
+from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
+from mlm_tpu.t5.span_corruption import SpanCorrupter
+from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, lengths_at
+from mlm_tpu.t5.task_settings import TASK_PARAMS
+from mlm_tpu.t5.text2text_task import load_t5_tokenizer
+from mlm_tpu.training.evaluation import TokenValidation
+from mlm_tpu.training.task import Task, Validation
+
+DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
+
+
+def recorded_lengths(shards: ShardSet, flag: str) -> SpanLengths:
+    """The corruption the shards were cut for: the manifest's noise settings at the shards' raw length."""
+    settings = (shards.manifest or {}).get("settings", {})
+    noise = {name: settings.get(name, default) for name, default in DEFAULT_NOISE.items()}
+    try:
+        return lengths_at(shards.length, **noise)
+    except ValueError as error:
+        raise UserError(f"{flag}: the shards in {shards.folder} cannot be span-corrupted: {error}; re-shard them "
+                        "with `python -m mlm_tpu.shard --task span-corruption`") from None
+
+
+class SpanCorruptionTask(Task):
+    shard_kind = SPAN_CORRUPTION
+    model_class = TFT5ForConditionalGeneration
+    accuracy_name = "token_accuracy"
+    pipeline_tag = "text2text-generation"
+    unused_settings = ("mlm_probability", "labels", "max_target_length", "max_new_tokens", "metric_for_best_model")
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.lengths: Optional[SpanLengths] = None
+
+    def load_tokenizer(self, config):
+        return load_t5_tokenizer(config)
+
+    def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
+        return features_of(SPAN_CORRUPTION, None)  # --max-length is checked against the corrupted inputs
+
+    def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+        self._set_lengths(tokenizer, train, "--train-dataset")
+        if config.max_length and config.max_length != self.lengths.input_length:
+            raise UserError(f"--train-dataset's raw rows of {train.length} tokens make inputs of "
+                            f"{self.lengths.input_length} tokens, not --max-length {config.max_length}; leave "
+                            "--max-length out, or re-shard with it")
+        if evaluation and recorded_lengths(evaluation, "--eval-dataset") != self.lengths:
+            raise UserError("--eval-dataset was cut for another corruption (noise density, span length or raw "
+                            "length) than --train-dataset; shard both with the same settings")
+
+    def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
+        if config.mlm_probability is not None:
+            raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
+        self._set_lengths(tokenizer, shards, "--eval-dataset")
+
+    def _set_lengths(self, tokenizer, shards: ShardSet, flag: str) -> None:
+        self.lengths = recorded_lengths(shards, flag)
+        try:
+            first_sentinel_id(tokenizer, self.lengths)
+        except ValueError as error:
+            raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
+
+    def build_model(self, config, tokenizer, train: ShardSet):
+        if config.model_name_or_path:
+            from mlm_tpu.t5.text2text_task import build_t5
+
+            model = build_t5(config, tokenizer, {})
+        else:
+            model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET,
+                                                                        tokenizer, config.config_overrides))
+        lengths = self.lengths
+        model.config.task_specific_params = {**(model.config.task_specific_params or {}), TASK_PARAMS: {
+            "task": self.name, "max_length": lengths.input_length, "max_new_tokens": lengths.target_length,
+            "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length}}
+        return model
+
+    def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
+        lengths = self.lengths
+        return lambda seed: SpanCorrupter.for_tokenizer(tokenizer, lengths, seed)
+
+    def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
+                   on_tpu: bool) -> Validation:
+        return TokenValidation(strategy, model, shards, per_replica_batch_size, self.make_transform(tokenizer), seed,
+                               accuracy_name=self.accuracy_name, tokens_name="target_tokens", jit_compile=on_tpu)
