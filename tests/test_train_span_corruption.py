@@ -54,6 +54,8 @@ def test_pretraining_learns_far_below_chance(pretrained_t5, t5_data):
               if "validation: loss" in line]
     chance = math.log(3000)  # the tokenizer's vocabulary
     assert len(losses) == 2 and losses[1] < losses[0] < chance - 2, losses
+    record = json.loads((folder / "model" / "best_model.json").read_text())
+    assert (record["metric"], record["epoch"]) == ("val_loss", 2)
     config = json.loads((folder / "model" / "config.json").read_text())
     settings = config["task_specific_params"]["mlm_tpu_text2text"]
     assert settings["task"] == "span-corruption" and settings["max_length"] == 64
@@ -81,7 +83,7 @@ def test_the_pretrained_model_fine_tunes_into_a_classifier(pretrained_t5, qualit
     assert max(accuracies) > 60, accuracies  # three classes: chance is about 33%
 
 
-def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext_path, tmp_path):
+def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext_path, tmp_path, pretrained_t5):
     mlm_tokenizer = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer",
                                str(wikitext_tokenizer[0]), "--text-files", str(wikitext_path), "--max-length", "64",
                                "--output-dir", str(tmp_path / "a"))
@@ -94,3 +96,6 @@ def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext
     mlm_shards = run_train("--task", "span-corruption", "--train-dataset", shards / "train", "--tokenizer",
                            t5_data.tokenizer, "--output-dir", tmp_path / "c")
     assert_user_error(mlm_shards, "masked-LM examples", "--task span-corruption")
+    span_shards = run_train("--task", "mlm", "--train-dataset", pretrained_t5[0] / "shards" / "train", "--tokenizer",
+                            wikitext_tokenizer[0], "--output-dir", tmp_path / "d")
+    assert_user_error(span_shards, "raw rows for span corruption", "--task mlm")

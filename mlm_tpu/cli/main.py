@@ -2,7 +2,7 @@
 
 The same commands keep their 🤗-example-style spellings: `python -m mlm_tpu.tokenizer`,
 `python -m mlm_tpu.shard`, `python train.py`, `python -m mlm_tpu.evaluate`, `python -m mlm_tpu.predict`,
-`python -m mlm_tpu.loss_plot`, `python -m mlm_tpu.export`, `python -m mlm_tpu.demo`; each takes the same flags
+`python -m mlm_tpu.inspect`, `python -m mlm_tpu.loss_plot`, `python -m mlm_tpu.export`, `python -m mlm_tpu.demo`; each takes the same flags
 either way.
 """
 
@@ -18,6 +18,7 @@ COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
     "evaluate": ("evaluate", "score a trained model on shards"),
     "predict": ("predict", "fill masks, or run a T5 model on text"),
+    "inspect": ("inspect_shards", "show a split's first examples as the model receives them"),
     "plot": ("plot", "plot a run's training and validation loss"),
     "export": ("export", "add PyTorch weights and a model card to a TensorFlow model folder, push it"),
     "demo": ("demo", "the whole pipeline on a built-in corpus, offline"),

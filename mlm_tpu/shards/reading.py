@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import (MANIFEST, MLM, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
-                                   feature_lengths, kind_of, kind_of_manifest)
+                                   feature_lengths, features_of, kind_of, kind_of_manifest)
 from mlm_tpu.shards.tfrecord import iter_records
 
 LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
@@ -56,10 +56,12 @@ class ShardSet:
                         self.manifest, self.kind)
 
 
-def find_shards(location: str, kind: str, lengths: Dict[str, Optional[int]], flag: str = "--train-dataset") -> ShardSet:
+def find_shards(location: str, kind: Optional[str], lengths: Optional[Dict[str, Optional[int]]],
+                flag: str = "--train-dataset") -> ShardSet:
     """The shards of `kind` under a folder (or matching a glob), with their counts, checked before any work starts.
 
     `lengths` names the features the caller needs and their lengths; None accepts whatever the shards hold.
+    A `kind` (and `lengths`) of None accepts any kind of split, with all its features.
     """
     pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
     try:
@@ -85,6 +87,8 @@ def find_shards(location: str, kind: str, lengths: Dict[str, Optional[int]], fla
     if manifest:
         _check_sizes(manifest, files, flag)
     found_kind = kind_of_manifest(manifest) if manifest else kind_of(found)
+    if kind is None:
+        kind, lengths = found_kind, features_of(found_kind, None, None)
     _check_kind(found_kind, kind, flag, folder)
     _check_lengths(found, lengths, flag, folder)
     return ShardSet(files, counts, {name: found[name] for name in lengths}, manifest, found_kind)

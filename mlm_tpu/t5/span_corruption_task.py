@@ -4,8 +4,9 @@ The shards hold raw rows of T tokens (`python -m mlm_tpu.shard --task span-corru
 is corrupted in tf.data (span_corruption.py), drawn afresh from (seed, batch number), into inputs
 of the length the sharder was asked for and targets of noise spans, with the noise density and mean
 span length its manifest records. Validation reports the loss over every target token, its
-perplexity and the share of target tokens predicted right; the output folder holds the model of the
-last epoch, ready to fine-tune with `--task classification|generation --model-name-or-path`.
+perplexity and the share of target tokens predicted right; the output folder keeps the epoch of the
+lowest validation loss (without --eval-dataset: the last), ready to fine-tune with
+`--task classification|generation --model-name-or-path`.
 """
 
 from typing import Callable, Dict, Optional
@@ -21,7 +22,7 @@ from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, lengths_at
 from mlm_tpu.t5.task_settings import TASK_PARAMS
 from mlm_tpu.t5.text2text_task import load_t5_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
-from mlm_tpu.training.task import Task, Validation
+from mlm_tpu.training.task import BestMetric, Task, Validation
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -93,6 +94,9 @@ class SpanCorruptionTask(Task):
     def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
         lengths = self.lengths
         return lambda seed: SpanCorrupter.for_tokenizer(tokenizer, lengths, seed)
+
+    def best_metric(self, config) -> Optional[BestMetric]:
+        return BestMetric("loss", higher_is_better=False)
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:

@@ -1,0 +1,36 @@
+"""`python -m mlm_tpu.inspect` (also `mlm-tpu inspect`): the first examples of a split as the model receives them."""
+
+import argparse
+import json
+from typing import Optional, Sequence
+
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.shards import inspection
+from mlm_tpu.shards.inspection import InspectionConfig, examples_as_fed
+
+FLAGS = ConfigFlags(InspectionConfig)
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.inspect") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=inspection.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    FLAGS.add(parser, "--dataset", required=True, help="A split's folder of shards, local or gs:// (any kind).")
+    FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
+              help="The tokenizer the shards were made with (a folder, or a model folder holding one).")
+    FLAGS.add(parser, "--num-examples", type=int, help="How many examples, from the first shard on (default: 3).")
+    FLAGS.add(parser, "--mlm-probability", type=float, help="Masked-LM splits: share of tokens masked (default: 0.15).")
+    FLAGS.add(parser, "--seed", type=int, help="Seed of the masks or spans (default: 42).")
+    add_flag(parser, "--json", action="store_true",
+             help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}}.')
+    add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    import_tensorflow(args.verbose)
+    quiet_libraries(args.verbose)
+    for number, example in enumerate(examples_as_fed(FLAGS.build(args)), start=1):
+        if args.json:
+            print(json.dumps(example, ensure_ascii=False))
+            continue
+        print(f"=== example {number}")
+        for name, feature in example.items():
+            print(f"{name} ({len(feature['ids'])} ids): {feature['text']}\n  ids: {' '.join(map(str, feature['ids']))}")

@@ -1,0 +1,58 @@
+"""What the model is fed (`python -m mlm_tpu.inspect`): the first examples of a split, after the transform its task
+applies while training (masking, span corruption, or none), as ids and as text.
+
+Span corruption's inputs and targets are hard to picture from a description: `<extra_id_0>` stands in
+the input where the target says what was there. Reading a few examples settles it, and shows a
+wrong tokenizer or a wrong kind of split at once.
+"""
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.shards.format import IGNORE_INDEX, MLM, SPAN_CORRUPTION
+
+
+@dataclass
+class InspectionConfig:
+    """What `python -m mlm_tpu.inspect` shows."""
+
+    dataset: str  # a split's folder (local or gs://)
+    tokenizer: str  # the tokenizer the shards were made with
+    num_examples: int = setting(3, low=1, high=1000)
+    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm: 0.15
+    seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
+
+
+def examples_as_fed(config: InspectionConfig) -> List[Dict[str, dict]]:
+    """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform;
+    labels show only the positions that take a loss."""
+    from mlm_tpu.mlm.masking import MlmMasker
+    from mlm_tpu.shards.pipeline import evaluation_batches
+    from mlm_tpu.shards.reading import check_tokenizer, find_shards
+    from mlm_tpu.t5.span_corruption import SpanCorrupter
+    from mlm_tpu.t5.span_corruption_task import recorded_lengths
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    check_ranges(config)
+    shards = find_shards(config.dataset, None, None, "--dataset")
+    tokenizer = load_tokenizer(config.tokenizer)
+    check_tokenizer(shards, tokenizer, "--dataset", f"--tokenizer {config.tokenizer}")
+    transform = None
+    if shards.kind == MLM:
+        transform = MlmMasker(tokenizer, config.mlm_probability or 0.15, config.seed)
+    elif shards.kind == SPAN_CORRUPTION:
+        transform = SpanCorrupter.for_tokenizer(tokenizer, recorded_lengths(shards, "--dataset"), config.seed)
+    count = min(config.num_examples, shards.records)
+    batch = next(iter(evaluation_batches(shards, count, transform, len(tokenizer))))
+    examples = []
+    for row in range(count):
+        example = {}
+        for name, values in batch.items():
+            ids = [int(value) for value in values[row].numpy()]
+            if name == "labels":
+                ids = [value for value in ids if value != IGNORE_INDEX]
+            if name != "attention_mask":
+                example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+        examples.append(example)
+    return examples
