@@ -147,6 +147,7 @@ def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
     """
     import os
 
+    from mlm_tpu.model_folder.card import LOSS_PLOT
     from mlm_tpu.training.loss_plot import plot_losses
 
     output = output or os.path.join(run_dir, LOSS_PLOT)

@@ -28,6 +28,7 @@ class FakeHub:
         self.repos: Dict[str, Path] = {}
         self.commits: List[dict] = []
         self.lfs_paths: Dict[str, List[str]] = {}  # repo -> files committed as LFS pointers
+        self.validated_readmes: List[dict] = []  # the metadata of each README.md checked before a commit
         (root / "lfs").mkdir(parents=True, exist_ok=True)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -88,6 +89,8 @@ class FakeHub:
                 if LFS_BATCH.match(path):
                     return self.lfs_batch(json.loads(body))
                 parts = path.strip("/").split("/")
+                if parts == ["api", "validate-yaml"]:
+                    return self.validate_yaml(json.loads(body)["content"])
                 if parts[:3] == ["api", "repos", "create"]:
                     request = json.loads(body)
                     repo_id = "/".join(filter(None, [request.get("organization") or "tester", request["name"]]))
@@ -100,6 +103,21 @@ class FakeHub:
                 if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "commit":
                     return self.api_commit("/".join(parts[2:4]), body)
                 return self.reply({"error": f"not served by the fake Hub: {self.path}"}, status=404)
+
+            def validate_yaml(self, readme: str):
+                """What the Hub checks of a README.md before a commit: its metadata block is a YAML mapping."""
+                import yaml
+
+                if not readme.startswith("---\n"):
+                    return self.reply({"errors": [], "warnings": [{"message": "empty or missing yaml metadata"}]})
+                try:
+                    metadata = yaml.safe_load(readme[4:].split("\n---\n", 1)[0])
+                except yaml.YAMLError as error:
+                    return self.reply({"errors": [{"message": str(error)}]}, status=400)
+                if not isinstance(metadata, dict):
+                    return self.reply({"errors": [{"message": "metadata is not a mapping"}]}, status=400)
+                hub.validated_readmes.append(metadata)
+                return self.reply({"errors": [], "warnings": []})
 
             def api_commit(self, repo_id: str, body: bytes):
                 if repo_id not in hub.repos:

@@ -127,7 +127,7 @@ def make_bad_inputs(tmp_path):
         "corpus with no text": (["--text-files", str(blank)], ["no text", "blank.txt"]),
         "file that is not UTF-8": (["--text-files", str(latin1)], ["latin1.txt", "not UTF-8"]),
         "file that is not parquet": (["--text-files", str(not_parquet)], ["fake.parquet", "not a readable parquet"]),
-        "column holding numbers": (["--text-files", numbers], ["holds int, not text"]),
+        "column holding numbers": (["--text-files", numbers], ["holds int values, not text"]),
         "unsupported file type": (["--text-files", str(other_type)], ["notes.md", ".txt"]),
         "two sources at once": (["--builtin-corpus", "pydoc-topics", "--text-files", str(blank)], ["only one"]),
         "limit below one": (["--builtin-corpus", "pydoc-topics", "--limit", "0"], ["--limit"]),

@@ -76,18 +76,20 @@ def test_the_pretrained_model_fine_tunes_into_a_classifier(pretrained_t5, qualit
     folder, _ = pretrained_t5
     result = run_train("--task", "classification", "--train-dataset", quality_shards / "train", "--eval-dataset",
                        quality_shards / "validation", "--model-name-or-path", folder / "model", "--learning-rate",
-                       "3e-3", "--per-replica-batch-size", 16, "--num-epochs", 3, "--output-dir", tmp_path / "cls")
+                       "3e-3", "--per-replica-batch-size", 16, "--num-epochs", 8, "--output-dir", tmp_path / "cls")
     assert result.returncode == 0, result.stderr[-3000:]
     accuracies = [float(line.split("accuracy ")[1].split("%")[0]) for line in result.stderr.splitlines()
                   if "validation:" in line and "accuracy " in line]
-    assert max(accuracies) > 60, accuracies  # three classes: chance is about 33%
+    # Three classes: the prior is 30%. The first epochs sit there (span corruption's targets always start with
+    # <extra_id_0>, so the decoder's first position never needed the encoder), then it learns the task.
+    assert max(accuracies) > 90, accuracies
 
 
 def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext_path, tmp_path, pretrained_t5):
     mlm_tokenizer = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer",
                                str(wikitext_tokenizer[0]), "--text-files", str(wikitext_path), "--max-length", "64",
                                "--output-dir", str(tmp_path / "a"))
-    assert_user_error(mlm_tokenizer, "sentinel", "--template t5")
+    assert_user_error(mlm_tokenizer, "a T5 tokenizer", "--template t5")
     assert not (tmp_path / "a").exists()
     density = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer", str(t5_data.tokenizer),
                          "--text-files", str(wikitext_path), "--noise-density", "1.5", "--output-dir",
