@@ -10,7 +10,6 @@ tokenizer on it and 6.1 GB to shard it, in proportion to the line's length).
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile

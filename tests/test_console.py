@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO_ROOT, assert_user_error
 
 MLM_TPU = Path(sys.executable).parent / "mlm-tpu"
-COMMANDS = ("tokenizer", "shard", "train", "evaluate", "predict", "plot", "export", "demo")
+COMMANDS = ("tokenizer", "shard", "train", "evaluate", "predict", "inspect", "plot", "export", "demo")
 
 
 def run_console(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
@@ -34,7 +34,7 @@ def test_each_command_has_the_flags_of_its_python_m_twin(command):
     assert result.returncode == 0, result.stderr
     assert f"mlm-tpu {command}" in result.stdout
     twin = {"tokenizer": "--vocab-size", "shard": "--shard-size", "train": "--steps-per-execution",
-            "evaluate": "--eval-dataset", "predict": "--top-k", "plot": "RUN_DIR", "export": "--hub-model-id",
+            "evaluate": "--eval-dataset", "predict": "--top-k", "inspect": "--num-examples", "plot": "RUN_DIR", "export": "--hub-model-id",
             "demo": "--num-epochs"}[command]
     assert twin in result.stdout
 

@@ -3,7 +3,6 @@ the best epoch kept, the device-side class path, pretrained weights, two CPU rep
 
 import json
 import re
-import shutil
 
 import pytest
 
