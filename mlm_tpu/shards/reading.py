@@ -123,12 +123,13 @@ def _check_sizes(manifest: dict, files: List[str], flag: str) -> None:
     sizes = {entry["name"]: entry.get("bytes") for entry in manifest["shards"]}
     for path in files:
         expected = sizes.get(os.path.basename(path))
-        if expected is not None and "://" not in path and os.path.getsize(path) != expected:
-            raise UserError(f"{flag}: shard {path} holds {os.path.getsize(path):,} bytes, fewer than the "
-                            f"{expected:,} its manifest recorded (cut short?); copy it again or re-shard the split"
-                            if os.path.getsize(path) < expected else
-                            f"{flag}: shard {path} holds {os.path.getsize(path):,} bytes, not the {expected:,} its "
-                            "manifest recorded; copy it again or re-shard the split")
+        if expected is None or "://" in path:
+            continue
+        size = os.path.getsize(path)
+        if size != expected:
+            how = "fewer than" if size < expected else "not"
+            raise UserError(f"{flag}: shard {path} holds {size:,} bytes, {how} the {expected:,} its manifest recorded"
+                            f"{' (cut short?)' if size < expected else ''}; copy it again or re-shard the split")
 
 
 def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str) -> None:
@@ -136,10 +137,11 @@ def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str)
     from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
     recorded = (shards.manifest or {}).get("settings", {}).get("tokenizer_fingerprint")
-    if recorded and recorded != tokenizer_fingerprint(tokenizer):
+    given = tokenizer_fingerprint(tokenizer) if recorded else None
+    if recorded != given:
         raise UserError(f"{flag}: the shards in {shards.folder} were made with another tokenizer than {tokenizer_flag} "
-                        f"(fingerprint {recorded}, not {tokenizer_fingerprint(tokenizer)}); pass the tokenizer that "
-                        "made them, or re-shard with this one")
+                        f"(fingerprint {recorded}, not {given}); pass the tokenizer that made them, or re-shard with "
+                        "this one")
 
 
 def find_short_shard(shards: ShardSet) -> Optional[str]:

@@ -16,11 +16,9 @@ from transformers import TFT5ForConditionalGeneration
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import SPAN_CORRUPTION, features_of
 from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.t5.span_corruption import SpanCorrupter
 from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, lengths_at
-from mlm_tpu.t5.task_settings import TASK_PARAMS
-from mlm_tpu.t5.text2text_task import load_t5_tokenizer
+from mlm_tpu.t5.text2text_task import build_t5, load_t5_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.task import BestMetric, Task, Validation
 
@@ -78,18 +76,10 @@ class SpanCorruptionTask(Task):
             raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
 
     def build_model(self, config, tokenizer, train: ShardSet):
-        if config.model_name_or_path:
-            from mlm_tpu.t5.text2text_task import build_t5
-
-            model = build_t5(config, tokenizer, {})
-        else:
-            model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET,
-                                                                        tokenizer, config.config_overrides))
         lengths = self.lengths
-        model.config.task_specific_params = {**(model.config.task_specific_params or {}), TASK_PARAMS: {
+        return build_t5(config, tokenizer, {
             "task": self.name, "max_length": lengths.input_length, "max_new_tokens": lengths.target_length,
-            "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length}}
-        return model
+            "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length})
 
     def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
         lengths = self.lengths

@@ -31,7 +31,7 @@ from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import write_json
-from mlm_tpu.model_folder.card import CardFacts, write_model_card
+from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
@@ -375,7 +375,6 @@ class _Loop:
 
     def draw_loss_plot(self) -> None:
         """loss.png in the output folder, and the card showing it (for the Hub's page too)."""
-        from mlm_tpu.model_folder.card import LOSS_PLOT
         from mlm_tpu.training.loss_plot import plot_losses
 
         try:
