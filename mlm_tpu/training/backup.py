@@ -23,6 +23,14 @@ CHECKPOINT_NAME = "step"
 STEP = re.compile(r"step-(\d+)$")
 
 
+def newest_state(folder: str) -> Optional[dict]:
+    """The loop state of the newest backup in `folder` (None if there is none), read before any model exists."""
+    latest = tf.train.latest_checkpoint(folder) if os.path.isdir(folder) else None
+    if latest is None:
+        return None
+    return read_json(f"{latest}.json", "the backup's loop state", f"delete {folder} to start the run over")
+
+
 class Backup:
     """Saves and restores (model, optimizer, loop state) in `folder` at exact steps, keeping the newest."""
 

@@ -25,6 +25,8 @@ class HardwareConfig:
     bf16: Optional[bool] = None  # bfloat16 mixed precision (None: on exactly on TPUs)
     cpu_replicas: int = setting(1, low=1, high=64)  # split the CPU into replicas (MirroredStrategy)
     deterministic: Optional[bool] = None  # TensorFlow's deterministic kernels (None: on, except on TPUs)
+    communication: str = "auto"  # several workers (TF_CONFIG): auto | ring | nccl collectives
+    cluster_start_timeout: float = setting(300.0, low=1)  # several workers: seconds to wait for all to start
 
     @property
     def wants_bf16(self) -> bool:
@@ -59,7 +61,8 @@ class TrainingConfig:
     weight_decay_rate: float = setting(1e-3, low=0, high=1)
     warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up
     seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
-    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together
+    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together, across the input pipelines
+    input_pipelines: Optional[int] = setting(None, low=1)  # virtual input pipelines the data order is defined over
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)

@@ -34,13 +34,16 @@ from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
+from mlm_tpu.shards.layout import BatchLayout
+from mlm_tpu.shards.pipeline import distributed_training_dataset, input_hosts, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.tasks import make_task
-from mlm_tpu.training.backup import Backup
+from mlm_tpu.training.backup import Backup, newest_state
 from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.data_order import choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up
+from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.task import Task
 
@@ -68,6 +71,7 @@ class LoopState:
     interval_steps: int = 0
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
     epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
+    input_pipelines: Optional[int] = None  # the data order's V (data_order.py); None in backups of mlm_tpu <= 0.3.0
 
 
 @dataclass
@@ -113,10 +117,10 @@ def find_training_shards(config: TrainingConfig, task: Task):
     return train, evaluation
 
 
-def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
+def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
-    global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
-    per_epoch = steps_per_epoch(shards, config.per_replica_batch_size, strategy)
+    global_batch_size = layout.global_batch_size
+    per_epoch = steps_per_epoch(shards, layout)
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -137,21 +141,25 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
 
 
 def make_train_steps(strategy, model, optimizer, dropout_keys):
-    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (mean over replicas),
-    scored positions predicted right, and scored positions."""
-    replicas = strategy.num_replicas_in_sync
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over every
+    scored position of the global batch), scored positions predicted right, and scored positions.
+
+    The model's loss is the mean over its replica's scored positions; weighted by the replica's share of all
+    scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it."""
 
     def replica_step(batch):
         dropout_keys.start_step(optimizer.iterations)
+        labels = tf.cast(batch["labels"], tf.int32)
+        scored = tf.not_equal(labels, IGNORE_INDEX)
+        scored_here = tf.reduce_sum(tf.cast(scored, tf.float32))
+        share = scored_here / tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, scored_here)
         with tf.GradientTape() as tape:
             outputs = model(**batch, training=True)
-            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) / replicas
+            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) * share
         variables = model.trainable_variables
         gradients = tape.gradient(loss, variables)
         optimizer.apply_gradients([(gradient, variable) for gradient, variable in zip(gradients, variables)
                                    if gradient is not None])
-        labels = tf.cast(batch["labels"], tf.int32)
-        scored = tf.not_equal(labels, IGNORE_INDEX)
         right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
         return tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))])
 
@@ -175,9 +183,15 @@ class Trainer:
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
+        check_config(self.config, self.task)
+        strategy = set_up(self.config.hardware, multi_worker=True)
+        self.worker = worker_of(strategy)
+        stops = StopRequests(strategy, self.worker)  # from now on SIGTERM stops the run with a backup
+        with cluster_errors(self.worker, os.path.join(self.config.output_dir, "backup")):
+            return self._run(strategy, stops)
+
+    def _run(self, strategy, stops: StopRequests) -> TrainingResult:
         config, task = self.config, self.task
-        check_config(config, task)
-        strategy = set_up(config.hardware)
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
@@ -186,34 +200,43 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
-        plan = plan_steps(config, self.train_shards, strategy)
+        backup_folder = os.path.join(config.output_dir, "backup")
+        layout = choose_layout(config.input_pipelines, newest_state(backup_folder), config.output_dir,
+                               len(self.train_shards.files), config.per_replica_batch_size *
+                               strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
+        config.input_pipelines = layout.input_pipelines  # recorded in training_args.json
+        plan = plan_steps(config, self.train_shards, layout)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
-            dropout_keys = key_dropout_by_step(model, config.seed)
-        make_output_dir(config.output_dir)
-        pusher = self._hub_pusher()
+            dropout_keys = key_dropout_by_step(model, config.seed, layout)
+        if self.worker.is_chief:
+            make_output_dir(config.output_dir)
+        self.worker.check_output_dir(config.output_dir)
+        pusher = self._hub_pusher() if self.worker.is_chief else None
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
-            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}; "
-            f"{self.train_shards.records:,} examples in {len(self.train_shards.files)} shards -> "
-            f"{plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
+            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}, made by "
+            f"{layout.input_pipelines} input pipelines; {self.train_shards.records:,} examples in "
+            f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
+            "steps in all")
         self.run_info = self._run_info(plan, strategy)
-        if not os.path.isfile(os.path.join(config.output_dir, "config.json")):  # else it comes with the first save,
-            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # beside the model it made
-        with strategy.scope():
-            backup = Backup(os.path.join(config.output_dir, "backup"), model, optimizer)
+        if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
+            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # else it comes with the first
+        with strategy.scope():                                                           # save, beside its model
+            backup = self.worker.backup(Backup, backup_folder, model, optimizer)
             restored = backup.restore()
         step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
+        state.input_pipelines = layout.input_pipelines
         if step:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
+        dataset = distributed_training_dataset(strategy, self.train_shards, layout,
                                                task.make_transform(tokenizer), seed=config.seed,
                                                window=config.shuffle_buffer_size,
                                                steps_per_epoch=plan.steps_per_epoch, start_step=step,
                                                vocab_size=model.config.vocab_size)
-        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
-                     describe(strategy))
+        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
+                     RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy), stops)
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
         except BaseException:
@@ -221,7 +244,8 @@ class Trainer:
                 pusher.abandon()
             raise
         backup.remove()
-        loop.draw_loss_plot()
+        if self.worker.is_chief:
+            loop.draw_loss_plot()
         if pusher:
             pusher.finish(f"End of training ({plan.total_steps} steps)")
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
@@ -238,7 +262,8 @@ class Trainer:
     def _run_info(self, plan: Plan, strategy) -> dict:
         """training_args.json: the config (`--config` replays it) and, under "run", what this run computed."""
         return {**to_dict(self.config), "run": {
-            "replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
+            "replicas": strategy.num_replicas_in_sync, "hosts": input_hosts(strategy), "strategy": describe(strategy),
+            **asdict(plan),
             "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
             "mlm_tpu_version": mlm_tpu.__version__}}
 
@@ -247,11 +272,11 @@ class _Loop:
     """The steps of one run and what happens between them."""
 
     def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
-                 logs: RunLogs, state: LoopState, hardware: str):
+                 logs: RunLogs, state: LoopState, hardware: str, stops: StopRequests):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
-        self.hardware = hardware
+        self.hardware, self.stops, self.worker = hardware, stops, trainer.worker
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -291,6 +316,9 @@ class _Loop:
                 self.end_epoch(epoch, step, time.perf_counter() - started)
                 if self.model.stop_training:  # a user's Keras callback asked to stop
                     break
+            if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
+                self.backup.save(step, asdict(self.state))
+                self.stops.stop(step)
             if step < self.plan.total_steps and self.backup_due(step):
                 self.backup.save(step, asdict(self.state))
                 log(f"Backup written at step {step}")
@@ -369,7 +397,7 @@ class _Loop:
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
+        save_model_folder(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
                           {RUN_INFO_FILE: self.run_info, **(records or {})},
                           self.card_name)
 
