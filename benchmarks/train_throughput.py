@@ -84,11 +84,13 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3):
     """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution."""
     import tensorflow as tf
 
+    from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.training.dropout import key_dropout_by_step
     from mlm_tpu.training.trainer import make_train_steps
 
     strategy = tf.distribute.get_strategy()
-    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0))
+    layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
+    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout))
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
     best = float("inf")
