@@ -21,9 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
-MAX_LENGTH = 128
+from train_throughput import MAX_LENGTH, ROOT, WIKITEXT, prepare_wikitext
+
 GLOBAL_BATCH = 16
 RUNS = {  # name -> (launcher arguments before `train`, train flags)
     "1 process x 2 replicas": ([], ["--cpu-replicas", "2", "--per-replica-batch-size", str(GLOBAL_BATCH // 2)]),
@@ -35,11 +34,14 @@ RUNS = {  # name -> (launcher arguments before `train`, train flags)
 
 def step_wall_times(log_dir: Path) -> dict:
     """{step: wall time} of the training loss in a run's TensorBoard folder."""
-    import tensorflow as tf
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    from mlm_tpu.shards.tfrecord import iter_records
 
     times = {}
     for path in sorted(log_dir.glob("*.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
+        for record in iter_records(path.read_bytes(), str(path)):
+            event = Event.FromString(record)
             if any(value.tag == "loss" for value in event.summary.value):
                 times[event.step] = event.wall_time
     return times
@@ -72,11 +74,7 @@ def main() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        for command in (["-m", "mlm_tpu.tokenizer", "train", "--text-files", WIKITEXT, "--vocab-size", "8000",
-                         "--output-dir", work / "tokenizer"],
-                        ["-m", "mlm_tpu.shard", "--tokenizer", work / "tokenizer", "--text-files", WIKITEXT,
-                         "--max-length", str(MAX_LENGTH), "--shard-size", "500", "--output-dir", work / "shards"]):
-            subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
+        prepare_wikitext(work, env, "--shard-size", "500")
         results = {name: run(name, work, args.model_config, args.steps, env) for name in RUNS}
     print(f"RoBERTa '{args.model_config}', global batch {GLOBAL_BATCH} x {MAX_LENGTH} tokens, {args.steps} steps, "
           f"{os.cpu_count()} CPU cores shared by every process of a run (overhead, not scaling)")

@@ -122,3 +122,20 @@ def test_dropout_gives_each_row_of_the_global_batch_the_same_noise_on_any_number
         for replicas in (2, 4):  # 1 x 2: slices of one pipeline's noise; 4 x 2: two pipelines per replica
             assert found[f"{pipelines}x{replicas}"] == one, (pipelines, replicas)
     assert found["1x1"] != found["2x1"] != found["4x1"]
+
+
+def test_a_resumed_run_keeps_its_backups_order_and_a_backup_from_before_v_resumes_only_as_it_was_written(tmp_path):
+    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.training.data_order import choose_layout
+
+    assert choose_layout(None, None, str(tmp_path), 7, 16, 1, 1).input_pipelines == 4  # a new run: the default
+    assert choose_layout(None, {"input_pipelines": 2}, str(tmp_path), 7, 16, 2, 2).input_pipelines == 2
+    with pytest.raises(UserError, match="written with --input-pipelines 2, and the data order depends on it"):
+        choose_layout(4, {"input_pipelines": 2}, str(tmp_path), 7, 16, 1, 1)
+    write_json(str(tmp_path / "training_args.json"), {"run": {"replicas": 1}})  # mlm_tpu 0.3.0: no V anywhere
+    assert choose_layout(None, {"epochs": []}, str(tmp_path), 7, 16, 1, 1).input_pipelines == 1
+    with pytest.raises(UserError, match="continues such a backup only as one process with one replica"):
+        choose_layout(None, {"epochs": []}, str(tmp_path), 7, 16, 2, 2)
+    write_json(str(tmp_path / "training_args.json"), {"run": {"replicas": 2}})
+    with pytest.raises(UserError, match="by 2 replicas, whose data order depended on the number of replicas"):
+        choose_layout(None, {"epochs": []}, str(tmp_path), 7, 16, 1, 1)

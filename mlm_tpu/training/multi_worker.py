@@ -323,15 +323,22 @@ class StopRequests:
         self.signal_name: Optional[str] = None
         self.worker = worker
         signals = [signal.SIGTERM] + ([signal.SIGINT] if worker.cluster else [])
+        self.previous = {}  # the handlers to put back (signals reach only the main thread's handlers)
         if threading.current_thread() is threading.main_thread():
-            for number in signals:
-                signal.signal(number, self._on_signal)
+            self.previous = {number: signal.signal(number, self._on_signal) for number in signals}
 
         @tf.function
         def anyone(asked):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(asked)), axis=None)
 
         self._anyone = anyone
+
+    def __enter__(self) -> "StopRequests":
+        return self
+
+    def __exit__(self, *exception) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
 
     def _on_signal(self, number, frame) -> None:
         self.signal_name = signal.Signals(number).name

@@ -18,7 +18,7 @@ What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.p
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -186,9 +186,9 @@ class Trainer:
         check_config(self.config, self.task)
         strategy = set_up(self.config.hardware, multi_worker=True)
         self.worker = worker_of(strategy)
-        stops = StopRequests(strategy, self.worker)  # from now on SIGTERM stops the run with a backup
-        with cluster_errors(self.worker, os.path.join(self.config.output_dir, "backup")):
-            return self._run(strategy, stops)
+        with StopRequests(strategy, self.worker) as stops, \
+                cluster_errors(self.worker, os.path.join(self.config.output_dir, "backup")):
+            return self._run(strategy, stops)  # from now on SIGTERM stops the run with a backup
 
     def _run(self, strategy, stops: StopRequests) -> TrainingResult:
         config, task = self.config, self.task
@@ -204,7 +204,7 @@ class Trainer:
         layout = choose_layout(config.input_pipelines, newest_state(backup_folder), config.output_dir,
                                len(self.train_shards.files), config.per_replica_batch_size *
                                strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
-        config.input_pipelines = layout.input_pipelines  # recorded in training_args.json
+        self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
         plan = plan_steps(config, self.train_shards, layout)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
@@ -219,9 +219,10 @@ class Trainer:
             f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
             "steps in all")
         self.run_info = self._run_info(plan, strategy)
+        # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
-            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # else it comes with the first
-        with strategy.scope():                                                           # save, beside its model
+            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)
+        with strategy.scope():
             backup = self.worker.backup(Backup, backup_folder, model, optimizer)
             restored = backup.restore()
         step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
