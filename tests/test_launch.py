@@ -21,7 +21,8 @@ def tf_config(cluster, task=None) -> str:
 @pytest.mark.parametrize("value, phrases", [
     ("{bad", ["TF_CONFIG is not valid JSON", "it should look like {\"cluster\""]),
     (tf_config({"worker": ["a:1", "b:2"]}), ["TF_CONFIG needs a \"cluster\" and a \"task\" object"]),
-    (tf_config({"worker": ["a:1", "b"]}, {"type": "worker", "index": 0}), ["cluster.worker must be a list of \"host:port\""]),
+    (tf_config({"worker": ["a:1", "b"]}, {"type": "worker", "index": 0}),
+     ["cluster.worker must be a list of \"host:port\""]),
     (tf_config({"worker": ["a:1", "b:2"]}, {"type": "worker", "index": 2}),
      ["task {\"type\": \"worker\", \"index\": 2} is not one of its cluster's tasks (worker 0, worker 1)"]),
     (tf_config({"worker": ["a:1"], "ps": ["c:3"]}, {"type": "worker", "index": 0}), ["TF_CONFIG names ps tasks"]),
@@ -48,7 +49,8 @@ def busy_port():
 
 
 def test_a_port_in_use_is_one_line(busy_port, tmp_path):
-    result = run_module("mlm_tpu.launch", "--workers", "2", "--port", str(busy_port - 1), "--", "train", *map(str, flags(tmp_path)))
+    result = run_module("mlm_tpu.launch", "--workers", "2", "--port", str(busy_port - 1), "--", "train",
+                        *map(str, flags(tmp_path)))
     assert_user_error(result, f"port {busy_port} is in use", f"need ports {busy_port - 1} to {busy_port}",
                       "choose another --port")
     config = tf_config({"worker": [f"localhost:{busy_port}", "localhost:1"]}, {"type": "worker", "index": 0})

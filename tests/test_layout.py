@@ -30,7 +30,8 @@ def test_the_default_is_the_largest_divisor_of_the_batch_up_to_64_and_the_shards
 @pytest.mark.parametrize("layout, shards, phrases", [
     (BatchLayout(2, 16, 4, 4), 3, ["3 shard(s), fewer than the 4 workers", "re-shard into at least 4"]),
     (BatchLayout(8, 16, 1, 1), 3, ["--input-pipelines 8: --train-dataset has only 3 shard(s)", "--input-pipelines 2"]),
-    (BatchLayout(3, 16, 1, 1), 3, ["--input-pipelines 3 does not divide the global batch of 16", "--input-pipelines 2"]),
+    (BatchLayout(3, 16, 1, 1), 3, ["--input-pipelines 3 does not divide the global batch of 16",
+                                   "--input-pipelines 2"]),
     (BatchLayout(3, 24, 2, 2), 3, ["cannot be shared by the 2 workers", "--input-pipelines 2"]),
     (BatchLayout(4, 24, 1, 6), 9, ["cannot be split evenly among 6 replicas", "--input-pipelines 6"]),
 ])

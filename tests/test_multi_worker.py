@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -50,9 +51,9 @@ def launch(flags, tmp: Path, workers: int = 2):
                       env_overrides={"TMPDIR": str(tmp)})
 
 
-def launch_and_signal(flags, ready, worker: int, number: int, log: Path, tmp: Path):
-    """Launch two workers; once `ready(output so far)`, send signal `number` to worker `worker`. (exit code, output,
-    seconds from the signal to the launcher's exit)."""
+def launch_and_signal(flags, ready, worker: Optional[int], number: int, log: Path, tmp: Path):
+    """Launch two workers; once `ready(output so far)`, send signal `number` to worker `worker` (None: to the
+    launcher). (exit code, output, seconds from the signal to the launcher's exit)."""
     tmp.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp)}
     with open(log, "w") as stream:
@@ -62,8 +63,10 @@ def launch_and_signal(flags, ready, worker: int, number: int, log: Path, tmp: Pa
         while process.poll() is None and time.monotonic() < deadline and not ready(log.read_text()):
             time.sleep(0.05)
         assert process.poll() is None, "training finished before the signal:\n" + log.read_text()[-3000:]
-        pid = int(re.search(rf"Worker {worker}: process (\d+)", log.read_text()).group(1))
-        os.kill(pid, number)
+        if worker is None:
+            process.send_signal(number)
+        else:
+            os.kill(int(re.search(rf"Worker {worker}: process (\d+)", log.read_text()).group(1)), number)
         signalled = time.monotonic()
         process.wait(timeout=180)
     return process.returncode, log.read_text(), time.monotonic() - signalled
@@ -157,16 +160,19 @@ def test_killed_then_preempted_workers_started_again_end_as_the_uninterrupted_ru
 
 
 def test_a_run_moves_from_one_process_to_two_workers_and_back(mlm_runs, shards, wikitext_tokenizer, tmp_path):
-    """1 process x 2 replicas, killed after its backup of step 2; 2 workers, preempted after their first backup; 1
-    process x 1 replica finishes: within 1e-6 of the uninterrupted two-worker run, the same loss at every step."""
+    """1 process x 2 replicas, killed after its backup of step 2; 2 workers, stopped after their first backup by a
+    SIGTERM to the launcher, which passes it on; 1 process x 1 replica finishes: within 1e-6 of the uninterrupted
+    two-worker run, the same loss at every step."""
     output_dir = tmp_path / "out"
     tokenizer = wikitext_tokenizer[0]
     train_until_killed(mlm_flags(shards, tokenizer, output_dir, 8, "--cpu-replicas", 2),
                        lambda: backup_reached(output_dir, 2))
     code, output, _ = launch_and_signal(mlm_flags(shards, tokenizer, output_dir),
-                                        lambda text: "[worker 0] Backup written at step" in text, 1, signal.SIGTERM,
+                                        lambda text: "[worker 0] Backup written at step" in text, None, signal.SIGTERM,
                                         tmp_path / "workers.log", tmp_path / "tmp")
     assert code == 42 and "[worker 0] Resuming from the backup at step " in output, output[-3000:]
+    assert "[worker 0] stopped: stopped at step" in output and "[worker 1] stopped: stopped at step" in output
+    assert "stopped: every worker saved a backup at the same step and stopped" in output
     finished = run_train(*mlm_flags(shards, tokenizer, output_dir, 16))
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert resumed_at(finished.stderr) >= 4

@@ -20,7 +20,8 @@ COMMANDS = ("train",)
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.launch") -> None:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                      usage=f"{prog} --workers N [--port P] -- train <train flags>")
     add_flag(parser, "--workers", type=int, required=True, metavar="N", help="Worker processes to start (required).")
     add_flag(parser, "--port", type=int, default=None, metavar="P",

@@ -39,7 +39,8 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(hardware, "--communication", choices=("auto", "ring", "nccl"), field="hardware.communication",
               help="Several workers (TF_CONFIG names more than one task; see `mlm-tpu launch`): how they all-reduce "
                    "gradients, ring (gRPC, any device), nccl (GPUs) or auto (default: auto).")
-    FLAGS.add(hardware, "--cluster-start-timeout", type=float, metavar="SECONDS", field="hardware.cluster_start_timeout",
+    FLAGS.add(hardware, "--cluster-start-timeout", type=float, metavar="SECONDS",
+              field="hardware.cluster_start_timeout",
               help="Several workers: how long each waits for all the others to start before naming the missing ones "
                    "(default: 300).")
 
