@@ -30,8 +30,9 @@ from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.claim import SplitClaim, claimed
-from mlm_tpu.shards.format import KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, span_corruption_settings
+from mlm_tpu.claim import Claim, claimed
+from mlm_tpu.shards.format import (KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
+                                     span_corruption_settings)
 from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples, RawRows, check_max_length
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.text2text import Text2TextExamples
@@ -141,7 +142,8 @@ def shard_corpus(config: ShardingConfig) -> dict:
         warn(warning)
     maker = example_maker(config, tokenizer)
     storage = open_split_storage(config.output_dir, corpus.source.split, config.storage_retry_seconds)
-    with claimed(storage) as claim:
+    with claimed(storage, WRITER_RECORD, "sharding job",
+                 "write this split elsewhere (--output-dir or --split)") as claim:
         writer = ShardWriter(storage, config.prefix, config.shard_size, maker.feature_lengths,
                              settings_of(config, maker, corpus))
         start = writer.resume_point(config.overwrite)
@@ -153,7 +155,7 @@ def shard_corpus(config: ShardingConfig) -> dict:
 
 
 def _write_split(config: ShardingConfig, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter,
-                 start: ResumePoint, claim: SplitClaim) -> dict:
+                 start: ResumePoint, claim: Claim) -> dict:
     """Examples from where `start` says, into shards, then the manifest."""
     if start.counters:
         maker.restore(start.counters)
