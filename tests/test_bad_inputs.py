@@ -18,7 +18,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -426,13 +426,14 @@ def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer
 
 
-def invoke(command: str, arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
-    """Run `mlm-tpu command arguments` as the console script does; (exit code, stdout, stderr)."""
+def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
+    """Run `mlm-tpu command arguments` (no command: bare `mlm-tpu`) as the console script does; (exit code, stdout,
+    stderr)."""
     from mlm_tpu.cli import run_command
     from mlm_tpu.cli.main import main
 
     try:
-        run_command(main, [command, *arguments])
+        run_command(main, [command, *arguments] if command is not None else list(arguments))
         code = 0
     except SystemExit as stop:
         code = stop.code
@@ -470,6 +471,20 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
         assert not comparison.diff_files and not comparison.left_only, f"{folder} changed: {comparison.diff_files}"
     leftovers = [str(p) for p in tmp_path.rglob("*.partial*")]
     assert not leftovers, f"half-written files left: {leftovers}"
+
+
+@pytest.mark.parametrize("arguments, phrases", [([], ("no command given",)),
+                                                 (["trian"], ("unknown command 'trian'", "did you mean 'train'")),
+                                                 (["--tpu"], ("'--tpu' is a flag", "after the command"))],
+                         ids=["bare", "misspelt", "flag-first"])
+def test_a_missing_or_unknown_command_is_one_error_line_after_the_list(arguments, phrases, capsys):
+    code, out, err = invoke(arguments[0] if arguments else None, arguments[1:], capsys)
+    assert code == 2 and not out and "Traceback" not in err, err
+    assert "commands:" in err and "  train " in err and "  tokenizer " in err  # the list of commands comes first
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
 
 
 def test_two_sharders_on_one_split_never_mix(tmp_path, wikitext_tokenizer, wikitext_path):
