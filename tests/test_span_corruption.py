@@ -12,7 +12,7 @@ from tokenizers.models import Unigram
 from transformers import T5TokenizerFast
 
 from mlm_tpu.t5.span_corruption import SpanCorrupter
-from mlm_tpu.t5.span_lengths import lengths_at, noise_counts, span_lengths
+from mlm_tpu.shards.span_lengths import lengths_at, noise_counts, span_lengths
 
 EOS, PAD, FIRST_SENTINEL = 1, 0, 999  # sentinels 999, 998, ... ; raw tokens are drawn from 3..799
 

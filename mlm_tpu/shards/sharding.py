@@ -36,7 +36,7 @@ from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples,
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.text2text import Text2TextExamples
 from mlm_tpu.shards.writer import ResumePoint, ShardWriter
-from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, span_lengths
+from mlm_tpu.shards.span_lengths import SpanLengths, first_sentinel_id, span_lengths
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 SHARD_PREFIX = re.compile(r"^[\w.-]+$")

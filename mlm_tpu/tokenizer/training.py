@@ -22,8 +22,8 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError
 from mlm_tpu.hub import push_folder_to_hub
-from mlm_tpu.model_folder.card import tokenizer_card_text
 from mlm_tpu.output_dir import check_output_dir, staged_output_dir
+from mlm_tpu.tokenizer.card import tokenizer_card_text
 from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
 TRAINING_INFO_FILE = "tokenizer_training.json"

@@ -1,5 +1,7 @@
 """The lengths of T5 span corruption, without TensorFlow: the sharder cuts raw rows with them, the trainer
-corrupts those rows into inputs and targets of exactly these lengths (span_corruption.py).
+corrupts those rows into inputs and targets of exactly these lengths (t5/span_corruption.py). Plain
+arithmetic on lengths, and the check that a tokenizer has the sentinels it needs: part of the
+span-corruption kind of split, so it lives with the shards, where the T5 line reads it too.
 
 A raw sequence of T tokens gets N noise tokens in K spans; the inputs are the T - N other tokens, one
 sentinel per span and EOS; the targets the N noise tokens, a sentinel before each span, and EOS.
