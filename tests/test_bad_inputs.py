@@ -18,7 +18,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -246,6 +246,14 @@ def shard_over_a_stale_lock(inputs):
     return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text here\n" * 400)))
 
 
+@row("shard", "113 noise spans", "has 100", "--max-length of at most 452", "--noise-density", "--mean-noise-span-length",
+     absent=("out",))
+def span_corruption_needing_more_sentinels_than_the_t5_tokenizer_has(inputs):
+    return ["--task", "span-corruption", "--tokenizer", str(inputs.t5_tokenizer), "--text-files",
+            str(text_file(inputs, "c.txt", "some text here\n" * 400)), "--max-length", "512", "--noise-density", "0.3",
+            "--mean-noise-span-length", "1.5", "--output-dir", str(inputs.tmp / "out")]
+
+
 # --- train ---------------------------------------------------------------------------------------------------------
 
 @row("train", "--shuffle-buffer-size", "at least 1", absent=("model",))
@@ -322,6 +330,25 @@ def train_on_shards_without_manifest_from_a_bigger_tokenizer(inputs):
 @row("train", "mask token", "span-corruption", absent=("model",))
 def masked_lm_with_a_t5_tokenizer(inputs):
     return [*train_flags(inputs)[:2], "--tokenizer", str(inputs.t5_tokenizer), *train_flags(inputs)[4:]]
+
+
+@row("train", "--train-dataset", "105 noise spans", "has 100", "re-shard", "--max-length of at most 1809",
+     absent=("model",))
+def span_corruption_shards_needing_more_sentinels_than_the_tokenizer_has(inputs):
+    """Raw rows made elsewhere (no manifest: T5's noise settings) too long for 100 sentinels: the fix is in the
+    shards, not the tokenizer."""
+    import numpy as np
+
+    from mlm_tpu.shards.format import shard_name
+    from mlm_tpu.shards.tfrecord import serialize_examples
+
+    split = inputs.tmp / "long-rows"
+    split.mkdir()
+    rows = np.random.default_rng(0).integers(10, 500, size=(4, 2100))
+    (split / shard_name("dataset", 0, 4)).write_bytes(frame_records(serialize_examples({"input_ids": rows})))
+    return ["--task", "span-corruption", "--train-dataset", str(split), "--tokenizer", str(inputs.t5_tokenizer),
+            "--model-config", "t5-tiny", "--per-replica-batch-size", "2", "--max-steps", "1", "--output-dir",
+            str(inputs.tmp / "model")]
 
 
 @row("train", "--model-config", "t5", "masked", absent=("model",))
@@ -404,6 +431,32 @@ def plot_with_a_damaged_events_file(inputs):
     return [str(run)]
 
 
+def reframed_events(inputs: Inputs, damage: Callable[[bytes], bytes]) -> Path:
+    """A copy of a run whose events files keep valid checksums around records that `damage` rewrote."""
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    for events in (run / "logs").rglob("events.out.tfevents.*"):
+        events.write_bytes(frame_records([damage(record) for record in iter_records(events.read_bytes(), "")]))
+    return run
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "record 1 is not a TensorBoard event", "restore it",
+     absent=("run/loss.png",))
+def plot_with_every_events_record_garbage(inputs):
+    return [str(reframed_events(inputs, lambda record: bytes(255 - byte for byte in record)))]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "record 1 is empty", absent=("run/loss.png",))
+def plot_with_every_events_record_empty(inputs):
+    return [str(reframed_events(inputs, lambda record: b""))]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "empty", absent=("run/loss.png",))
+def plot_with_an_events_file_cut_to_nothing(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    next((run / "logs" / "train").glob("events.out.tfevents.*")).write_bytes(b"")
+    return [str(run)]
+
+
 @row("plot", "cannot read", "permission", absent=("run/loss.png",))
 def plot_with_unreadable_logs(inputs):
     run = inputs.copy(FIXTURES / "roberta", "run")
@@ -426,13 +479,14 @@ def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer
 
 
-def invoke(command: str, arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
-    """Run `mlm-tpu command arguments` as the console script does; (exit code, stdout, stderr)."""
+def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
+    """Run `mlm-tpu command arguments` (no command: bare `mlm-tpu`) as the console script does; (exit code, stdout,
+    stderr)."""
     from mlm_tpu.cli import run_command
     from mlm_tpu.cli.main import main
 
     try:
-        run_command(main, [command, *arguments])
+        run_command(main, [command, *arguments] if command is not None else list(arguments))
         code = 0
     except SystemExit as stop:
         code = stop.code
@@ -470,6 +524,55 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
         assert not comparison.diff_files and not comparison.left_only, f"{folder} changed: {comparison.diff_files}"
     leftovers = [str(p) for p in tmp_path.rglob("*.partial*")]
     assert not leftovers, f"half-written files left: {leftovers}"
+
+
+@pytest.mark.parametrize("arguments, phrases", [([], ("no command given",)),
+                                                 (["trian"], ("unknown command 'trian'", "did you mean 'train'")),
+                                                 (["--tpu"], ("'--tpu' is a flag", "after the command"))],
+                         ids=["bare", "misspelt", "flag-first"])
+def test_a_missing_or_unknown_command_is_one_error_line_after_the_list(arguments, phrases, capsys):
+    code, out, err = invoke(arguments[0] if arguments else None, arguments[1:], capsys)
+    assert code == 2 and not out and "Traceback" not in err, err
+    assert "commands:" in err and "  train " in err and "  tokenizer " in err  # the list of commands comes first
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
+
+
+def full_disk_unavailable_reason() -> Optional[str]:
+    """Why a small tmpfs cannot be mounted in a private mount namespace here, or None."""
+    import shutil as which
+    import subprocess
+
+    if os.geteuid() != 0 or not which.which("unshare"):
+        return "needs root and `unshare` for a small tmpfs in a private mount namespace"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True,
+                           text=True)
+    return f"cannot mount a tmpfs: {probe.stderr.strip()}" if probe.returncode else None
+
+
+def test_a_full_disk_while_saving_a_tokenizer_is_one_line_and_leaves_nothing(tmp_path):
+    """A real ENOSPC: the command runs on a 16 KB tmpfs (mounted in its own mount namespace, so nothing else sees
+    it), which holds the small files but not tokenizer.json, written by the tokenizers library in Rust."""
+    import subprocess
+
+    reason = full_disk_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    script = (f'mount -t tmpfs -o size=16k tmpfs "{disk}" && "$@"; code=$?; echo "left: $(ls -A "{disk}")"; '
+              "exit $code")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "mlm_tpu.tokenizer",
+                             "train", "--builtin-corpus", "pydoc-topics", "--limit", "300", "--vocab-size", "300",
+                             "--output-dir", str(disk / "tok")], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                            timeout=600)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and str(disk) in errors[0], result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "left:", result.stdout  # no tokenizer, no staging folder
 
 
 def test_two_sharders_on_one_split_never_mix(tmp_path, wikitext_tokenizer, wikitext_path):

@@ -8,7 +8,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from conftest import assert_user_error, run_module
 from fake_hub import FakeHub
 
-SPECIAL_TOKEN_IDS = {"[CLS]": 0, "[SEP]": 1, "<unk>": 2, "<pad>": 3, "[MASK]": 4}
+SPECIAL_TOKEN_IDS = {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # RoBERTa's layout: pad at 1
 
 
 def train(output_dir, *flags: str, **kwargs):
@@ -24,17 +24,17 @@ def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(wik
     roles = (tokenizer.cls_token, tokenizer.sep_token, tokenizer.unk_token, tokenizer.pad_token, tokenizer.mask_token)
     assert roles == ("[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]")
     assert {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKEN_IDS} == SPECIAL_TOKEN_IDS
-    assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (3, 4)
+    assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (1, 4)
     assert len(tokenizer) == 2000 and tokenizer.model_max_length == 512
 
 
 def test_sequences_are_framed_by_cls_and_sep(wikitext_tokenizer):
     tokenizer = AutoTokenizer.from_pretrained(wikitext_tokenizer[0])
     single = tokenizer("The game was released in Japan .")
-    assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 1
+    assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 2
     assert sorted(single) == ["attention_mask", "input_ids"]  # no token types: RoBERTa has none
     pair = tokenizer("first part", "second part")["input_ids"]
-    assert pair[0] == 0 and pair.count(1) == 2 and pair[-1] == 1
+    assert pair[0] == 0 and pair.count(2) == 2 and pair[-1] == 2
     first = tokenizer("first part", add_special_tokens=False)["input_ids"]
     assert pair[1:len(first) + 1] == first
 
@@ -80,7 +80,7 @@ def test_encode_command_shows_tokens_ids_and_decoded_text(wikitext_tokenizer):
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["decoded"] for row in rows] == ["The song was a hit .", "It sold well ."]
-    assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 1 for row in rows)
+    assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 2 for row in rows)
 
 
 def test_overwrite_replaces_the_tokenizer_and_keeps_other_files(tmp_path):

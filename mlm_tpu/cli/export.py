@@ -26,4 +26,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ex
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    export.export_model(config)
+    from mlm_tpu.tasks import plug_in_of_saved_model
+
+    export.export_model(config, plug_in_of_saved_model(config.model))

@@ -17,8 +17,8 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
     add_corpus_flags(TRAIN_FLAGS, parser)
     group = parser.add_argument_group("tokenizer")
     TRAIN_FLAGS.add(group, "--template", choices=sorted(TEMPLATES),
-                    help="Special tokens and framing: 'mlm' (RoBERTa: [CLS]=0 [SEP]=1 <unk>=2 <pad>=3 [MASK]=4, "
-                         "[CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
+                    help="Special tokens and framing: 'mlm' (RoBERTa's layout: [CLS]=0 <pad>=1 [SEP]=2 <unk>=3 "
+                         "[MASK]=4, [CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
                          "<extra_id_0>..<extra_id_99> at the end of the vocabulary; loads as T5TokenizerFast).")
     TRAIN_FLAGS.add(group, "--vocab-size", type=int,
                     help=f"Vocabulary size to aim for, special tokens included (default: {DEFAULT_VOCAB_SIZE}). "

@@ -15,7 +15,7 @@ from mlm_tpu.configuration import check_ranges
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.model_folder.card import CardFacts, write_model_card
+from mlm_tpu.model_folder.card import CardFacts, DescribesItsModels, write_model_card
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights
 from mlm_tpu.output_dir import staged_output_dir
 
@@ -81,22 +81,21 @@ def _identity(config: dict) -> dict:
             if key not in ("pad_token_id", "transformers_version", "_name_or_path")}
 
 
-def card_facts(folder: str, model, tokenizer) -> CardFacts:
+def card_facts(folder: str, model, tokenizer, task: DescribesItsModels) -> CardFacts:
     """What a folder says of itself: its model, and mlm_tpu's records when it was trained here."""
-    from mlm_tpu.tasks import task_of_saved_model
-
     info_path, best_path = os.path.join(folder, "training_args.json"), os.path.join(folder, "best_model.json")
     info = read_json(info_path, "the run's settings", "or delete it") if os.path.isfile(info_path) else {}
     best = read_json(best_path, "the best-epoch record", "or delete it") if os.path.isfile(best_path) else {}
     run = info.get("run", info) if isinstance(info, dict) else {}  # mlm_tpu 0.2 kept these at the top level
-    return CardFacts.of_model(task_of_saved_model(folder), model, tokenizer, steps=best.get("step") or
+    return CardFacts.of_model(task, model, tokenizer, steps=best.get("step") or
                               run.get("total_steps"), epoch=best.get("epoch"),
                               global_batch_size=run.get("global_batch_size"), max_length=run.get("max_length"),
                               hardware=run.get("strategy"))
 
 
-def export_model(config: ExportConfig) -> str:
-    """Write the exported folder; return where it is."""
+def export_model(config: ExportConfig, task: DescribesItsModels) -> str:
+    """Write the exported folder; return where it is (`task`: the plug-in of the task the model was trained for,
+    mlm_tpu.tasks.plug_in_of_saved_model, which says what the card says of the model)."""
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     check_ranges(config)
@@ -125,7 +124,7 @@ def export_model(config: ExportConfig) -> str:
             log(f"config.json: pad_token_id set to {model.config.pad_token_id}, the padding index TensorFlow's "
                 f"{class_name} numbers positions from, so PyTorch computes the same positions")
         written = save_pytorch_weights(model, staging)
-        write_model_card(staging, card_facts(folder, model, tokenizer),
+        write_model_card(staging, card_facts(folder, model, tokenizer, task),
                          config.hub_model_id or os.path.basename(os.path.abspath(output_dir)))
     log(f"Wrote {', '.join(written)} (PyTorch layout) and README.md (model card) in {output_dir}")
     if config.hub_model_id:

@@ -65,7 +65,7 @@ def feature_lengths(manifest: dict) -> Dict[str, int]:
 
 
 def span_corruption_settings(lengths) -> Dict[str, object]:
-    """What a span-corruption manifest records of its objective (a `t5.span_lengths.SpanLengths`), for the trainer."""
+    """What a span-corruption manifest records of its objective (a `span_lengths.SpanLengths`), for the trainer."""
     return {"objective": "span_corruption", "noise_density": lengths.noise_density,
             "mean_noise_span_length": lengths.mean_noise_span_length, "raw_length": lengths.raw_length,
             "input_length": lengths.input_length, "target_length": lengths.target_length}

@@ -12,7 +12,7 @@ from typing import List, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, read_scalars
+from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, events_files, read_scalars
 
 Curve = List[Tuple[int, float]]
 RUN_INFO_FILE = "training_args.json"
@@ -67,6 +67,11 @@ def plot_losses(run_dir: str, output: str) -> Tuple[int, int]:
                         "choose another --output")
     training, validation = loss_curves(run_dir)
     if not training and not validation:
+        files = [path for which in (TRAIN, VALIDATION) for path in events_files(os.path.join(run_dir, "logs", which))]
+        if files:
+            raise UserError(f"no loss logged in the TensorBoard events files under {run_dir}/logs ({len(files)}: "
+                            f"{', '.join(os.path.relpath(path, run_dir) for path in files[:3])}); the run stopped "
+                            "before its first logging step? Train it on, or plot a run that logged")
         raise UserError(f"no loss logged under {run_dir}/logs; give the --output-dir of a `python train.py` run")
     figure, axes = plt.subplots(figsize=(8, 5), dpi=100)
     for points, label, style in ((training, "training loss", "-"), (validation, "validation loss", "o-")):
