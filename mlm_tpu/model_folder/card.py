@@ -8,10 +8,14 @@ TensorFlow. The trainer fills `CardFacts` from the run; the export command from 
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Optional
 
+from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.output_dir import write_file
+
 LOSS_PLOT = "loss.png"
+FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an export can write it again (not pushed)
 PIPELINE_TAGS = {"mlm": "fill-mask", "classification": "text2text-generation", "generation": "text2text-generation"}
 WHAT = {"mlm": "a masked language model pretrained from scratch", "classification": "a text-to-text classifier",
         "generation": "a text-to-text generator"}
@@ -142,7 +146,7 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]
     if facts.validation:
-        shown = {name: value for name, value in facts.validation.items() if name in SCORE_NAMES}
+        shown = {name: facts.validation[name] for name in SCORE_NAMES if name in facts.validation}  # a fixed order
         body += ["## Validation", "", "| " + " | ".join(SCORE_NAMES[name] for name in shown) + " |",
                  "|" + " --- |" * len(shown),
                  "| " + " | ".join(_score(name, value) for name, value in shown.items()) + " |", ""]
@@ -154,16 +158,26 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
 
 def write_model_card(folder: str, facts: CardFacts, name: Optional[str] = None,
                      has_loss_plot: Optional[bool] = None) -> None:
-    """Write README.md into `folder` (`name`: what the card calls the model, default the folder's name; the loss
-    plot is shown when the folder has one, unless said otherwise)."""
+    """Write README.md, and the facts it says (FACTS_FILE), into `folder` (`name`: what the card calls the model,
+    default the folder's name; the loss plot is shown when the folder has one, unless said otherwise)."""
     name = name or os.path.basename(os.path.abspath(folder))
     if has_loss_plot is None:
         has_loss_plot = os.path.isfile(os.path.join(folder, LOSS_PLOT))
-    text = model_card_text(facts, name, has_loss_plot)
-    partial = os.path.join(folder, ".README.md.partial")
-    with open(partial, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.replace(partial, os.path.join(folder, "README.md"))
+    write_json(os.path.join(folder, FACTS_FILE), asdict(facts))
+    write_file(os.path.join(folder, "README.md"), model_card_text(facts, name, has_loss_plot).encode())
+
+
+def recorded_card_facts(folder: str) -> Optional[CardFacts]:
+    """The facts of the card mlm_tpu wrote in `folder`, if it kept them (versions before records did not)."""
+    path = os.path.join(folder, FACTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    stored = read_json(path, "the facts of the model card", "or delete it")
+    known = {facts_field.name for facts_field in fields(CardFacts)}
+    try:
+        return CardFacts(**{key: value for key, value in stored.items() if key in known})
+    except (AttributeError, TypeError):  # not a dict, or a field missing: written by something else
+        return None
 
 
 def tokenizer_card_text(info: dict, name: str) -> str:
