@@ -117,3 +117,43 @@ def test_folders_of_earlier_versions_are_recognised_by_what_they_wrote(tmp_path)
     record = Record(str(run))
     assert record.folders == ["logs"] and "tf_model.h5" in record.files and "training_args.json" in record.files
     assert record.unrecognised() == ["README.md", "data.csv"]
+
+
+def test_the_demo_recognises_its_earlier_output_and_nothing_else(tmp_path):
+    from mlm_tpu.cli.demo import not_made_by_the_demo
+    from test_bad_inputs import Inputs, earlier_demo
+
+    inputs = Inputs(tmp_path, FIXTURES / "tokenizer", FIXTURES / "shards", FIXTURES / "t5-tokenizer")
+    demo = earlier_demo(inputs, tmp_path / "demo")
+    assert not_made_by_the_demo(str(demo)) == []
+    (demo / "shards" / "test").mkdir()
+    (demo / "shards" / "train" / "extra.txt").write_text("mine")
+    assert not_made_by_the_demo(str(demo)) == ["shards/test", "shards/train/extra.txt"]
+    users = tmp_path / "runs"
+    shutil.copytree(FIXTURES / "tokenizer", users / "tokenizer")  # the user's own pipeline, laid out as the README's
+    shutil.copytree(FIXTURES / "roberta", users / "model")
+    assert not_made_by_the_demo(str(users)) == ["model", "tokenizer"]
+
+
+@pytest.mark.slow
+def test_the_demo_runs_again_over_its_earlier_output_and_keeps_what_is_beside_it(tmp_path):
+    """Over what a demo before records left (the README's first command, run again after an upgrade): it replaces
+    that run, leaves the user's model beside it alone, and its own output is then all recorded."""
+    from mlm_tpu.cli.demo import not_made_by_the_demo
+    from test_bad_inputs import Inputs, earlier_demo
+
+    runs = tmp_path / "runs"
+    demo = earlier_demo(Inputs(tmp_path, FIXTURES / "tokenizer", FIXTURES / "shards", FIXTURES / "t5-tokenizer"),
+                        runs / "demo")
+    (runs / "model").mkdir(parents=True)
+    (runs / "model" / "notes.txt").write_text("the user's model goes here\n")
+    result = run_module("mlm_tpu.demo", "--output-dir", str(demo), "--num-epochs", "1", "--vocab-size", "1000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((demo / "tokenizer" / "tokenizer_training.json").read_text())["vocab_size"] == 1000
+    assert json.loads((demo / "shards" / "train" / "manifest.json").read_text())["settings"]["max_length"] == 64
+    logs = demo / "model" / "logs" / "train"
+    assert len(list(logs.glob("events.out.tfevents.*"))) == 1  # a fresh run: the earlier one's logs went with it
+    assert (demo / "model" / "loss.png").is_file() and (demo / "model" / "model.safetensors").is_file()
+    assert sorted(os.listdir(runs)) == ["demo", "model"] and os.listdir(runs / "model") == ["notes.txt"]
+    assert Record(str(demo)).folders == ["model", "shards", "tokenizer"] and (demo / RECORD).is_file()
+    assert not_made_by_the_demo(str(demo)) == []
