@@ -129,7 +129,7 @@ def export_model(model: str, **settings) -> str:
     `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.
 
     Example:
-        >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported")
+        >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported", overwrite=True)
         'runs/api/exported'
     """
     from mlm_tpu.console import import_tensorflow, quiet_libraries
@@ -142,11 +142,12 @@ def export_model(model: str, **settings) -> str:
     return export(_config(ExportConfig, {"model": model, **settings}), plug_in_of_saved_model(model))
 
 
-def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
-    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png); returns its path.
+def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:
+    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, which the trainer draws at
+    its end: replacing it takes `overwrite`); returns its path.
 
     Example:
-        >>> mlm_tpu.plot_loss("runs/api/model")
+        >>> mlm_tpu.plot_loss("runs/api/model", overwrite=True)
         'runs/api/model/loss.png'
     """
     import os
@@ -155,5 +156,5 @@ def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
     from mlm_tpu.training.loss_plot import plot_losses
 
     output = output or os.path.join(run_dir, LOSS_PLOT)
-    plot_losses(run_dir, output)
+    plot_losses(run_dir, output, overwrite)
     return output

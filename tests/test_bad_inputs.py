@@ -4,13 +4,15 @@ Each row makes its input under a fresh folder, runs the command (in this process
 `run_command` wrapper a shell user goes through, so a stray exception fails the row with its
 traceback), and checks: the exit code (2 for bad input; 0 where the right answer is to do the work),
 one `error:` line holding the row's phrases, no traceback, and what must not be on disk afterwards
-(half-written files, a model saved over a good one). New flags and formats get their rows here.
+(half-written files, a model saved over a good one), and what must be byte-identical afterwards (the
+user's files: a command writes only what it made, output_dir.py). New flags and formats get their rows here.
 
 Rows that need a trained model or a training step are marked slow; the others run in seconds.
 """
 
 import csv
 import filecmp
+import hashlib
 import io
 import json
 import os
@@ -57,6 +59,7 @@ class Row:
     exit_code: int = 2
     absent: Tuple[str, ...] = ()  # paths under the scratch folder that must not exist afterwards
     unchanged: Tuple[str, ...] = ()  # folders under the scratch folder that must be as good_model() made them
+    kept: Tuple[str, ...] = ()  # files or folders under the scratch folder that must be byte-identical afterwards
     slow: bool = False
     stdin: bytes = b""  # what the command reads on stdin
     check: Callable[[Inputs, str], None] = field(default=lambda inputs, stdout: None)  # more, for exit-0 rows
@@ -75,8 +78,15 @@ def row(command: str, *phrases: str, **options):
 
 def text_file(inputs: Inputs, name: str, text: str, encoding: str = "utf-8") -> Path:
     path = inputs.tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding=encoding)
     return path
+
+
+def tree(path: Path) -> dict:
+    """Every file under `path` (or `path` itself), hidden ones included, by its relative name: its bytes' digest."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 def parquet_file(inputs: Inputs, name: str, columns: dict) -> Path:
@@ -186,13 +196,13 @@ def shard_truncated_tokenizer_json(inputs):
     return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n" * 50)), tokenizer=folder)
 
 
-@row("shard", "manifest", "not valid JSON", "--overwrite")
+@row("shard", "manifest", "not valid JSON", "cannot tell", "even with --overwrite", kept=("out",))
 def shard_over_invalid_manifest(inputs):
     corpus = text_file(inputs, "c.txt", "some text here\n" * 400)
     split = inputs.tmp / "out" / "train"
     split.mkdir(parents=True)
     (split / "manifest.json").write_text('{"records": 1')
-    return shard_flags(inputs, "--text-files", str(corpus))
+    return shard_flags(inputs, "--text-files", str(corpus), "--overwrite")
 
 
 @row("shard", exit_code=0, check=lambda inputs, _: _targets_are(inputs, {"0", "1"}))
@@ -368,6 +378,122 @@ def loss_turns_nan(inputs):
     return train_flags(inputs, None, "--config-overrides", "initializer_range=1e30")
 
 
+# --- output folders: a command writes only what it made, and replaces only what mlm_tpu wrote (output_dir.py) ------
+
+def a_corpus(inputs: Inputs) -> str:
+    return str(text_file(inputs, "corpus.txt", "some words to learn from here\n" * 200))
+
+
+@row("tokenizer", "README.md", "did not write", "even with --overwrite", kept=("tok",))
+def tokenizer_over_a_users_readme(inputs):
+    text_file(inputs, "tok/README.md", "# my notes\n")
+    return [*tokenizer_flags(inputs, a_corpus(inputs)), "--overwrite"]
+
+
+@row("tokenizer", "already holds", "tokenizer.json", "--overwrite", kept=("tok",))
+def tokenizer_over_an_earlier_tokenizer(inputs):
+    inputs.copy(inputs.tokenizer, "tok")
+    return tokenizer_flags(inputs, a_corpus(inputs))
+
+
+@row("tokenizer", "tokenizer_config.json", "changed since", kept=("tok",))
+def tokenizer_over_one_the_user_edited(inputs):
+    config = inputs.copy(inputs.tokenizer, "tok") / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("512", "1024"))
+    return [*tokenizer_flags(inputs, a_corpus(inputs)), "--overwrite"]
+
+
+@row("shard", "stranger-00000-5.tfrecord", "did not write", "even with --overwrite", kept=("out",))
+def shard_overwrite_beside_a_shard_mlm_tpu_did_not_write(inputs):
+    inputs.copy(inputs.shards / "train", "out/train")
+    text_file(inputs, "out/train/stranger-00000-5.tfrecord", "not ours")
+    return shard_flags(inputs, "--text-files", a_corpus(inputs), "--overwrite")
+
+
+@row("shard", exit_code=0, check=lambda inputs, _: _only_the_users_file_and_the_new_split(inputs))
+def shard_overwrite_keeps_the_users_files(inputs):
+    inputs.copy(inputs.shards / "train", "out/train")
+    text_file(inputs, "out/train/NOTES.md", "where these shards came from\n")
+    return shard_flags(inputs, "--text-files", a_corpus(inputs), "--overwrite")
+
+
+def _only_the_users_file_and_the_new_split(inputs: Inputs) -> None:
+    split = inputs.tmp / "out" / "train"
+    manifest = json.loads((split / "manifest.json").read_text())
+    assert manifest["settings"]["max_length"] == 32  # the new split, not the copied one (64)
+    assert sorted(p.name for p in split.iterdir()) == sorted(["NOTES.md", "manifest.json",
+                                                               *(entry["name"] for entry in manifest["shards"])])
+    assert (split / "NOTES.md").read_text() == "where these shards came from\n"
+
+
+@row("export", "README.md", "did not write", "even with --overwrite", kept=("out",), absent=("out/model.safetensors",))
+def export_into_a_folder_with_the_users_readme(inputs):
+    text_file(inputs, "out/README.md", "# what I keep here\n")
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(inputs.tmp / "out"), "--overwrite"]
+
+
+@row("export", "README.md", "did not write", kept=("model",), absent=("model/model.safetensors",))
+def export_in_place_over_the_users_readme(inputs):
+    model = inputs.copy(FIXTURES / "roberta", "model")
+    text_file(inputs, "model/README.md", "# my model\n")
+    return ["--model", str(model), "--overwrite"]
+
+
+@row("export", "already holds", "README.md", "--overwrite", kept=("exported",))
+def export_over_an_earlier_export(inputs):
+    exported = inputs.copy(FIXTURES / "roberta", "exported")
+    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
+    text_file(inputs, "exported/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported)]
+
+
+@row("plot", "figure.png", "did not write", "even with --overwrite", kept=("run",))
+def plot_over_the_users_picture(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    text_file(inputs, "run/figure.png", "my own picture")
+    return [str(run), "--output", str(run / "figure.png"), "--overwrite"]
+
+
+@row("plot", "already holds", "loss.png", "--overwrite", kept=("run",))
+def plot_over_its_earlier_plot(inputs):
+    from mlm_tpu.training.loss_plot import plot_losses
+
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    plot_losses(str(run), str(run / "loss.png"))
+    return [str(run)]
+
+
+@row("demo", "model", "did not make", kept=("runs",), absent=("runs/tokenizer", "runs/shards"))
+def demo_into_a_folder_holding_the_users_model(inputs):
+    inputs.copy(FIXTURES / "roberta", "runs/model")
+    return ["--output-dir", str(inputs.tmp / "runs")]
+
+
+@row("demo", "model/notes.txt", "did not make", kept=("runs",))
+def demo_over_its_earlier_output_holding_a_users_file(inputs):
+    earlier_demo(inputs, inputs.tmp / "runs" / "demo")
+    text_file(inputs, "runs/demo/model/notes.txt", "mine\n")
+    return ["--output-dir", str(inputs.tmp / "runs" / "demo")]
+
+
+def earlier_demo(inputs: Inputs, folder: Path) -> Path:
+    """What the demo left before folders had records, made of mlm_tpu 0.2's files: its tokenizer, trained on the
+    built-in corpus, its shards, and a model trained with that tokenizer."""
+    inputs.copy(FIXTURES / "tokenizer", str(folder.relative_to(inputs.tmp) / "tokenizer"))
+    for split in ("train", "validation"):
+        inputs.copy(FIXTURES / "shards" / split, str(folder.relative_to(inputs.tmp) / "shards" / split))
+    model = inputs.copy(FIXTURES / "roberta", str(folder.relative_to(inputs.tmp) / "model"))
+    run_info = json.loads((model / "training_args.json").read_text())
+    (model / "training_args.json").write_text(json.dumps({**run_info, "tokenizer": str(folder / "tokenizer")}))
+    return folder
+
+
+@row("train", "README.md", "did not write", kept=("model/README.md",))
+def train_into_a_folder_with_the_users_readme(inputs):
+    text_file(inputs, "model/README.md", "# the run I am about to make\n")
+    return train_flags(inputs)
+
+
 # --- evaluate ------------------------------------------------------------------------------------------------------
 
 @row("evaluate", "manifest", "not valid JSON")
@@ -502,6 +628,7 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)
     arguments = case.make_args(inputs)
+    before = {path: tree(tmp_path / path) for path in case.kept}
     if case.stdin:
         stream = io.TextIOWrapper(io.BytesIO(case.stdin), encoding="utf-8")
         stream.isatty = lambda: False
@@ -519,6 +646,8 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
         case.check(inputs, out)
     for path in case.absent:
         assert not (tmp_path / path).exists(), f"{path} was left behind"
+    for path, files in before.items():
+        assert tree(tmp_path / path) == files, f"{path} changed"
     for folder in case.unchanged:
         comparison = filecmp.dircmp(tmp_path / "good-model", tmp_path / folder)
         assert not comparison.diff_files and not comparison.left_only, f"{folder} changed: {comparison.diff_files}"

@@ -17,7 +17,7 @@ def train(output_dir, *flags: str, **kwargs):
 
 def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(wikitext_tokenizer):
     output_dir, _ = wikitext_tokenizer
-    assert sorted(os.listdir(output_dir)) == ["README.md", "special_tokens_map.json", "tokenizer.json",
+    assert sorted(os.listdir(output_dir)) == [".mlm_tpu.json", "README.md", "special_tokens_map.json", "tokenizer.json",
                                               "tokenizer_config.json", "tokenizer_training.json"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert isinstance(tokenizer, PreTrainedTokenizerFast) and tokenizer.is_fast
@@ -87,9 +87,11 @@ def test_overwrite_replaces_the_tokenizer_and_keeps_other_files(tmp_path):
     output_dir = tmp_path / "tok"
     output_dir.mkdir()
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
+    result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "400")  # beside the user's file
+    assert result.returncode == 0, result.stderr
     refused = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500")
-    assert_user_error(refused, str(output_dir), "not empty", "--overwrite")
-    assert os.listdir(output_dir) == ["notes.txt"]
+    assert_user_error(refused, str(output_dir), "already holds", "tokenizer.json", "--overwrite")
+    assert len(AutoTokenizer.from_pretrained(output_dir)) == 400
     result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500", "--overwrite")
     assert result.returncode == 0, result.stderr
     assert (output_dir / "notes.txt").read_text() == "mine"
@@ -141,8 +143,9 @@ def test_push_to_hub_uploads_every_saved_file(tmp_path):
     assert result.returncode == 0, result.stderr
     assert [commit["repo_id"] for commit in hub.commits] == ["someone/pydoc-unigram"]
     pushed = hub.repos["someone/pydoc-unigram"]
-    assert sorted(os.listdir(pushed)) == sorted(os.listdir(output_dir))
-    for name in os.listdir(output_dir):
+    saved = [name for name in os.listdir(output_dir) if name != ".mlm_tpu.json"]  # the record of what it wrote stays
+    assert sorted(os.listdir(pushed)) == sorted(saved)
+    for name in saved:
         assert (pushed / name).read_bytes() == (output_dir / name).read_bytes()
     assert f"Pushed to the Hub: {hub.endpoint}/someone/pydoc-unigram/commit/" in result.stderr
     assert "AutoTokenizer.from_pretrained(\"someone/pydoc-unigram\")" in (pushed / "README.md").read_text()

@@ -10,12 +10,15 @@ What a task says of its models (pipeline, summary, widget input, labels) comes f
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
+from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.output_dir import write_file
 
 LOSS_PLOT = "loss.png"
+FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an export can write it again (not pushed)
 SCORE_NAMES = {"loss": "loss", "perplexity": "perplexity", "masked_accuracy": "masked accuracy",
                "token_accuracy": "token accuracy", "accuracy": "accuracy", "macro_f1": "macro F1",
                "exact_match": "exact match", "f1": "token F1", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2",
@@ -131,7 +134,7 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]
     if facts.validation:
-        shown = {name: value for name, value in facts.validation.items() if name in SCORE_NAMES}
+        shown = {name: facts.validation[name] for name in SCORE_NAMES if name in facts.validation}  # a fixed order
         body += ["## Validation", "", "| " + " | ".join(SCORE_NAMES[name] for name in shown) + " |",
                  "|" + " --- |" * len(shown),
                  "| " + " | ".join(_score(name, value) for name, value in shown.items()) + " |", ""]
@@ -143,13 +146,25 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
 
 def write_model_card(folder: str, facts: CardFacts, name: Optional[str] = None,
                      has_loss_plot: Optional[bool] = None) -> None:
-    """Write README.md into `folder` (`name`: what the card calls the model, default the folder's name; the loss
-    plot is shown when the folder has one, unless said otherwise)."""
+    """Write README.md, and the facts it says (FACTS_FILE), into `folder` (`name`: what the card calls the model,
+    default the folder's name; the loss plot is shown when the folder has one, unless said otherwise)."""
     name = name or os.path.basename(os.path.abspath(folder))
     if has_loss_plot is None:
         has_loss_plot = os.path.isfile(os.path.join(folder, LOSS_PLOT))
-    text = model_card_text(facts, name, has_loss_plot)
-    partial = os.path.join(folder, ".README.md.partial")
-    with open(partial, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.replace(partial, os.path.join(folder, "README.md"))
+    write_json(os.path.join(folder, FACTS_FILE), asdict(facts))
+    write_file(os.path.join(folder, "README.md"), model_card_text(facts, name, has_loss_plot).encode())
+
+
+def recorded_card_facts(folder: str) -> Optional[CardFacts]:
+    """The facts of the card mlm_tpu wrote in `folder`, if it kept them (versions before records did not)."""
+    path = os.path.join(folder, FACTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    stored = read_json(path, "the facts of the model card", "or delete it")
+    known = {facts_field.name for facts_field in fields(CardFacts)}
+    try:
+        words = stored["words"]
+        return CardFacts(**{key: value for key, value in stored.items() if key in known and key != "words"},
+                         words=CardWords(**{**words, "labels": tuple(words.get("labels", ()))}))
+    except (AttributeError, TypeError, KeyError):  # not a dict, or a field missing: written by something else
+        return None

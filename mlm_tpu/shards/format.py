@@ -30,6 +30,11 @@ def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index:05d}-{count}{SHARD_SUFFIX}"
 
 
+def is_shard_of(prefix: str, name: str) -> bool:
+    """Whether `name` is a shard name `shard_name` gives with `prefix`."""
+    return re.fullmatch(rf"{re.escape(prefix)}-\d{{5,}}-\d+{re.escape(SHARD_SUFFIX)}", name) is not None
+
+
 def progress_name(prefix: str) -> str:
     """The hidden file saying how far an unfinished job got."""
     return f".{prefix}-progress.json"

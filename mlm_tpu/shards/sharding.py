@@ -64,7 +64,7 @@ class ShardingConfig:
     prefix: str = "dataset"  # shard file name prefix
     num_workers: Optional[int] = setting(None, low=1)  # tokenizer threads (None: every core)
     batch_size: int = setting(1000, low=1)  # documents tokenized at a time
-    overwrite: bool = False  # replace the shards and manifest already in the split's folder
+    overwrite: bool = False  # replace the shards and manifest an earlier job wrote in the split's folder
     storage_retry_seconds: float = setting(120.0, low=0)  # how long gs:// calls retry transient errors
 
 

@@ -22,7 +22,7 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError, os_reason
 from mlm_tpu.hub import push_folder_to_hub
-from mlm_tpu.output_dir import check_output_dir, staged_output_dir
+from mlm_tpu.output_dir import TOKENIZER_FOLDER, check_output_dir, staged_output_dir
 from mlm_tpu.tokenizer.card import tokenizer_card_text
 from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
@@ -41,7 +41,7 @@ class TokenizerTrainingConfig:
     vocab_size: int = setting(DEFAULT_VOCAB_SIZE, low=1, high=MAX_VOCAB_SIZE)  # special tokens included
     batch_size: int = setting(1000, low=1)  # documents handed to the trainer at a time
     model_max_length: int = setting(512, low=2)  # longest sequence a model using the tokenizer accepts
-    overwrite: bool = False  # write into a non-empty output_dir, replacing the tokenizer's files
+    overwrite: bool = False  # replace the files an earlier mlm_tpu command wrote in output_dir (never others)
     push_to_hub: bool = False
     hub_model_id: Optional[str] = None  # implies push_to_hub
 
@@ -55,7 +55,7 @@ def check_config(config: TokenizerTrainingConfig) -> None:
         raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
                         f"tokens alone take {reserved} ids; use at least {reserved + 1} (the reference uses "
                         f"{DEFAULT_VOCAB_SIZE})")
-    check_output_dir(config.output_dir, config.overwrite)
+    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)
 
 
 def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, vocab_size: int, seconds: float) -> dict:
