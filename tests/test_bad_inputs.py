@@ -292,6 +292,12 @@ def output_dir_is_a_file(inputs):
     return train_flags(inputs)
 
 
+@row("train", "README.md", "did not write", kept=("model",), absent=("model/training_args.json", "model/backup"))
+def train_into_a_folder_with_the_users_readme(inputs):
+    text_file(inputs, "model/README.md", "# notes on the run I plan\n")
+    return train_flags(inputs)
+
+
 @row("train", "not writable", absent=("locked/model",))
 def read_only_output_folder(inputs):
     locked = inputs.tmp / "locked"
@@ -486,12 +492,6 @@ def earlier_demo(inputs: Inputs, folder: Path) -> Path:
     run_info = json.loads((model / "training_args.json").read_text())
     (model / "training_args.json").write_text(json.dumps({**run_info, "tokenizer": str(folder / "tokenizer")}))
     return folder
-
-
-@row("train", "README.md", "did not write", kept=("model/README.md",))
-def train_into_a_folder_with_the_users_readme(inputs):
-    text_file(inputs, "model/README.md", "# the run I am about to make\n")
-    return train_flags(inputs)
 
 
 # --- evaluate ------------------------------------------------------------------------------------------------------

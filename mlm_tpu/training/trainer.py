@@ -33,7 +33,7 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
-from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
@@ -94,6 +94,7 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+    check_training_output_dir(config.output_dir)
 
 
 def make_output_dir(path: str) -> None:
