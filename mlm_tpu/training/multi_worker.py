@@ -290,11 +290,11 @@ class _WorkerBackup:
     def __init__(self, chiefs, own):
         self.chiefs, self.own = chiefs, own
 
-    def restore(self):
-        return self.chiefs.restore()
+    def restore(self, record) -> None:
+        self.chiefs.restore(record)
 
-    def save(self, step: int, state: dict) -> None:
-        self.own.save(step, state)
+    def save(self, record) -> None:
+        self.own.save(record)
 
     def remove(self) -> None:
         self.own.remove()

@@ -18,6 +18,7 @@ What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.p
 
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
@@ -27,28 +28,32 @@ import tf_keras as keras
 from transformers import create_optimizer
 
 import mlm_tpu
+from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
-from mlm_tpu.errors import UserError
+from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
-from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.pipeline import distributed_training_dataset, input_hosts, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
-from mlm_tpu.tasks import make_task
-from mlm_tpu.training.backup import Backup, newest_state
+from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up
 from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
+from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 from mlm_tpu.training.task import Task
 
 RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
 BEST_RECORD = "best_model.json"
+CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
+CLAIM_REFRESH_SECONDS = 60
 
 
 @dataclass
@@ -94,6 +99,7 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+    check_training_output_dir(config.output_dir)
 
 
 def make_output_dir(path: str) -> None:
@@ -131,7 +137,11 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) ->
 
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
     """The task's model, built, and AdamW with warmup then linear decay (`create_optimizer`)."""
-    model = task.build_model(config, tokenizer, shards)
+    try:
+        model = task.build_model(config, tokenizer, shards)
+    except ValueError as error:  # transformers' configs refuse shapes they cannot have (heads not dividing width)
+        raise UserError(f"the model cannot be built with these settings: {reason_of(error)}; fix --model-config or "
+                        "--config-overrides") from None
     model.build_in_name_scope()  # the weights exist before a backup is restored into them
     optimizer, _ = create_optimizer(init_lr=config.learning_rate, num_train_steps=plan.total_steps,
                                     num_warmup_steps=int(plan.total_steps * config.warmup_ratio),
@@ -177,9 +187,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys):
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
-    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()):
+    def __init__(self, config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()):
         self.config = config
-        self.task = make_task(config.task)
+        self.task = task
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
@@ -200,8 +210,8 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
-        backup_folder = os.path.join(config.output_dir, "backup")
-        layout = choose_layout(config.input_pipelines, newest_state(backup_folder), config.output_dir,
+        record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
                                len(self.train_shards.files), config.per_replica_batch_size *
                                strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
@@ -212,21 +222,38 @@ class Trainer:
         if self.worker.is_chief:
             make_output_dir(config.output_dir)
         self.worker.check_output_dir(config.output_dir)
+        claim = claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "training run",
+                        "give this run another --output-dir") if self.worker.is_chief else nullcontext()
+        with claim as claim:
+            return self._train(strategy, stops, layout, plan, (model, optimizer, dropout_keys), tokenizer,
+                               eval_shards, record, claim)
+
+    def _train(self, strategy, stops: StopRequests, layout: BatchLayout, plan: Plan, trained, tokenizer,
+               eval_shards, record: Optional[BackupRecord], claim) -> TrainingResult:
+        """The run, once the output folder is this run's alone: resume or start, train, save, push. `trained` is
+        (model, optimizer, dropout keys)."""
+        config, task = self.config, self.task
+        model, optimizer, dropout_keys = trained
         pusher = self._hub_pusher() if self.worker.is_chief else None
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
             f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}, made by "
             f"{layout.input_pipelines} input pipelines; {self.train_shards.records:,} examples in "
             f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
             "steps in all")
-        self.run_info = self._run_info(plan, strategy)
+        settings = result_settings(config, plan.global_batch_size, self.train_shards.files, self.train_shards.counts)
+        changes = []
+        with strategy.scope():
+            backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
+            if record:
+                changes = check_resumed_settings(config, record.settings, settings, record.step, config.output_dir,
+                                                 record.setting_changes)
+                backup.restore(record)
+        step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
+        state.input_pipelines = layout.input_pipelines
+        self.run_info = self._run_info(plan, strategy, changes)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
             write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)
-        with strategy.scope():
-            backup = self.worker.backup(Backup, backup_folder, model, optimizer)
-            restored = backup.restore()
-        step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
-        state.input_pipelines = layout.input_pipelines
         if step:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
@@ -237,7 +264,8 @@ class Trainer:
                                                steps_per_epoch=plan.steps_per_epoch, start_step=step,
                                                vocab_size=model.config.vocab_size)
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
-                     RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy), stops)
+                     RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
+                     BackupRecord(step, {}, settings, changes), claim, stops)
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
         except BaseException:
@@ -260,24 +288,29 @@ class Trainer:
 
         return HubPusher(self.config.hub_model_id, self.config.output_dir)
 
-    def _run_info(self, plan: Plan, strategy) -> dict:
-        """training_args.json: the config (`--config` replays it) and, under "run", what this run computed."""
-        return {**to_dict(self.config), "run": {
-            "replicas": strategy.num_replicas_in_sync, "hosts": input_hosts(strategy), "strategy": describe(strategy),
-            **asdict(plan),
-            "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
-            "mlm_tpu_version": mlm_tpu.__version__}}
+    def _run_info(self, plan: Plan, strategy, setting_changes: List[dict]) -> dict:
+        """training_args.json: the config (`--config` replays it) and, under "run", what this run computed, and the
+        settings changed on resuming (--allow-changed-settings), each with the step it took effect at."""
+        run = {"replicas": strategy.num_replicas_in_sync, "hosts": input_hosts(strategy),
+               "strategy": describe(strategy), **asdict(plan),
+               "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
+               "mlm_tpu_version": mlm_tpu.__version__}
+        if setting_changes:
+            run["setting_changes"] = setting_changes
+        return {**to_dict(self.config), "run": run}
 
 
 class _Loop:
     """The steps of one run and what happens between them."""
 
     def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
-                 logs: RunLogs, state: LoopState, hardware: str, stops: StopRequests):
+                 logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim,
+                 stops: StopRequests):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
-        self.hardware, self.stops, self.worker = hardware, stops, trainer.worker
+        self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
+        self.stops, self.worker = stops, trainer.worker
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -307,6 +340,8 @@ class _Loop:
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
+            if self.claim:  # the chief's
+                self.claim.refresh(unless_within=CLAIM_REFRESH_SECONDS)
             self.count(results, step)
             step += length
             bar.update(length)
@@ -318,12 +353,15 @@ class _Loop:
                 if self.model.stop_training:  # a user's Keras callback asked to stop
                     break
             if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
-                self.backup.save(step, asdict(self.state))
+                self.save_backup(step)
                 self.stops.stop(step)
             if step < self.plan.total_steps and self.backup_due(step):
-                self.backup.save(step, asdict(self.state))
-                log(f"Backup written at step {step}")
+                self.save_backup(step)
         self.callbacks.on_train_end()
+
+    def save_backup(self, step: int) -> None:
+        self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
+        self.backup.save(self.backup_record)
 
     def backup_due(self, step: int) -> bool:
         if self.config.backup_steps:
@@ -394,7 +432,7 @@ class _Loop:
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
         """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
-        self.saved_card = CardFacts.of_model(self.task.name, self.model, self.tokenizer, corpus=corpus,
+        self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
@@ -415,6 +453,7 @@ class _Loop:
             write_model_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
-def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
-    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring."""
-    return Trainer(config, callbacks).run()
+def train(config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
+    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
+    `task` is the plug-in of config.task (mlm_tpu.tasks.make_task), handed in: the trainer imports no task."""
+    return Trainer(config, task, callbacks).run()
