@@ -8,9 +8,12 @@ missing file, a glob that matches nothing, an unknown column, a corpus with no t
 dataset while offline) raises `UserError` with one line that says what to do.
 """
 
+import contextlib
+import copy
 import csv
 import dataclasses
 import glob
+import io
 import itertools
 import json
 import os
@@ -182,12 +185,72 @@ def _pieces(text: str, limit: int) -> Iterator[str]:
     yield text
 
 
-def _read_txt(path: str, columns: Sequence[str]) -> Iterator[Values]:
+@dataclass(frozen=True)
+class CorpusPart:
+    """A part of a corpus that can be read on its own: a file, the lines starting in bytes [start, end) of a .txt
+    file, or (no path) the whole stream of a 🤗 dataset or the built-in corpus. Read one after another, in the
+    order `Corpus.parts` gives them, the parts give exactly the corpus' documents."""
+
+    path: Optional[str] = None
+    start: int = 0
+    end: Optional[int] = None  # None: to the end of the file
+
+
+class _ByteRange(io.RawIOBase):
+    """Bytes [start, end) of a binary file, as a file of its own."""
+
+    def __init__(self, stream, start: int, end: int):
+        self.stream, self.left = stream, end - start
+        stream.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(min(len(buffer), self.left))
+        buffer[:len(data)] = data
+        self.left -= len(data)
+        return len(data)
+
+
+def _line_starts(path: str, every: int) -> List[int]:
+    """Where to cut a .txt file into parts of about `every` bytes: the first line start at or after each multiple."""
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as stream:
+        for wanted in range(every, size, every):
+            if wanted <= starts[-1]:
+                continue
+            stream.seek(wanted - 1)
+            while True:  # the byte before a line start is "\n" (a "\r\n" ends with it too)
+                block = stream.read(65536)
+                newline = block.find(b"\n")
+                if newline >= 0 or not block:
+                    break
+            if newline < 0:
+                break
+            starts.append(stream.tell() - len(block) + newline + 1)
+    return [start for start in starts if start < size] + [size]
+
+
+@contextlib.contextmanager
+def _open_text(path: str, start: int = 0, end: Optional[int] = None) -> Iterator[io.TextIOBase]:
+    """`path` as UTF-8 text with universal newlines (as `open` reads it), or only its bytes [start, end)."""
+    if end is None:
+        with open(path, encoding="utf-8") as stream:
+            yield stream
+        return
+    with open(path, "rb") as raw, io.TextIOWrapper(io.BufferedReader(_ByteRange(raw, start, end)),
+                                                    encoding="utf-8") as stream:
+        yield stream
+
+
+def _read_txt(path: str, columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Values]:
     """One row per line; a line longer than MAX_DOCUMENT_CHARACTERS is read, and given, in pieces."""
     if len(columns) > 1:
         raise UserError(f"{path}: a .txt file holds one text per line, not columns ({', '.join(columns)}); "
                         "give text-to-text examples as .jsonl, .json, .csv or .parquet files")
-    with open(path, encoding="utf-8") as lines:
+    with _open_text(path, *((part.start, part.end) if part and part.end is not None else ())) as lines:
         carried = ""  # the start of a long line, not yet given
         while True:
             chunk = lines.readline(MAX_DOCUMENT_CHARACTERS)
@@ -260,11 +323,13 @@ FILE_READERS: Dict[str, Callable[[str, Sequence[str]], Iterator[Values]]] = {
 }
 
 
-def _read_files(files: List[str], columns: Sequence[str]) -> Iterator[Record]:
-    for path in files:
+def _read_files(files: List[str], columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Record]:
+    """The rows of `files`, or of the one file (or range of a .txt file) `part` names."""
+    for path in [part.path] if part else files:
         reader = FILE_READERS[os.path.splitext(path)[1]]
+        rows = _read_txt(path, columns, part) if reader is _read_txt else reader(path, columns)
         try:
-            for row, values in enumerate(reader(path, columns), start=1):
+            for row, values in enumerate(rows, start=1):
                 yield Record(path, row, values)
         except UnicodeDecodeError as error:
             raise UserError(f"{path} is not UTF-8 text (bad byte at offset {error.start}); "
@@ -316,18 +381,48 @@ def _batched(items: Iterator[Item], batch_size: int, skip: int,
 
 @dataclass
 class Corpus:
-    """A stream of non-empty documents from a `CorpusSource`, counting what it has read."""
+    """A stream of non-empty documents from a `CorpusSource`, counting what it has read.
+
+    `part(...)` gives a view of one `CorpusPart` of it (see `parts`), which reads only that part, up to a limit
+    of its own, and is not refused for being empty: the parts of a corpus can be read in parallel.
+    """
 
     source: CorpusSource
     documents_read: int = 0
     characters_read: int = 0
     _files: List[str] = field(default_factory=list)
+    _part: Optional[CorpusPart] = None  # a view of one part: read only it, up to _part_limit
+    _part_limit: Optional[int] = None
 
     def __post_init__(self) -> None:
         self.source = checked_source(self.source)
         # Resolve files now so a bad path fails before any slow work starts.
         if self.source.text_files:
             self._files = resolve_text_files(self.source.text_files)
+
+    def parts(self, text_part_bytes: int) -> List[CorpusPart]:
+        """The corpus as parts, in order: each file, .txt files larger than `text_part_bytes` cut at line starts into
+        parts of about that size; a 🤗 dataset or the built-in corpus is one part."""
+        if not self._files:
+            return [CorpusPart()]
+        parts = []
+        for path in self._files:
+            if path.endswith(".txt") and os.path.getsize(path) > text_part_bytes:
+                starts = _line_starts(path, text_part_bytes)
+                parts.extend(CorpusPart(path, start, end) for start, end in zip(starts, starts[1:]))
+            else:
+                parts.append(CorpusPart(path))
+        return parts
+
+    def part(self, part: CorpusPart, limit: Optional[int] = None) -> "Corpus":
+        """A view of the corpus that reads only `part`, at most `limit` documents (or rows) of it."""
+        view = copy.copy(self)
+        view._part, view._part_limit = part, limit
+        return view
+
+    @property
+    def _limit(self) -> Optional[int]:
+        return self._part_limit if self._part else self.source.limit
 
     def _records(self, columns: Sequence[str]) -> Iterator[Record]:
         if self.source.builtin_corpus:
@@ -337,12 +432,14 @@ class Corpus:
             return (Record(self.name(), row, (text,)) for row, text in
                     enumerate(_builtin_split(self.source.builtin_corpus, self.source.split), start=1))
         if self._files:
-            return _read_files(self._files, columns)
+            return _read_files(self._files, columns, self._part)
         return _read_dataset(self.source, columns)
 
     def documents(self) -> Iterator[str]:
         """Each non-blank document once, stripped, up to `--limit`; fails if there is none at all."""
         self.documents_read = self.characters_read = 0
+        if self._limit == 0:  # a part after the corpus' --limit
+            return
         column = self.source.text_column
         for record in self._records((column,)):
             text = _as_text(record.values[0], column, record.where, integers=False)
@@ -352,22 +449,28 @@ class Corpus:
                 self.documents_read += 1
                 self.characters_read += len(piece)
                 yield piece
-                if self.source.limit is not None and self.documents_read >= self.source.limit:
+                if self._limit is not None and self.documents_read >= self._limit:
                     return
-        if self.documents_read == 0:
-            raise UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
+        if self.documents_read == 0 and not self._part:
+            raise self.empty_error()
 
     def records(self, columns: Sequence[str]) -> Iterator[Record]:
         """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all."""
         self.documents_read = self.characters_read = 0
-        for record in itertools.islice(self._records(columns), self.source.limit):
+        for record in itertools.islice(self._records(columns), self._limit):
             record = record._replace(values=tuple(_as_text(value, column, record.where, integers=True)
                                                   for value, column in zip(record.values, columns)))
             self.documents_read += 1
             self.characters_read += sum(len(value) for value in record.values if value)
             yield record
-        if self.documents_read == 0:
-            raise UserError(f"the corpus has no rows: {self.name()} is empty")
+        if self.documents_read == 0 and not self._part:
+            raise self.empty_error(rows=True)
+
+    def empty_error(self, rows: bool = False) -> UserError:
+        """What to say when the corpus gives no document (or, for `records`, no row) at all."""
+        if rows:
+            return UserError(f"the corpus has no rows: {self.name()} is empty")
+        return UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
 
     def batches(self, batch_size: int, skip: int = 0) -> Iterator[List[str]]:
         """Documents in lists of `batch_size` (fewer when long), after the first `skip` ones.
