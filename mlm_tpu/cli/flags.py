@@ -15,10 +15,12 @@ from mlm_tpu.configuration import from_dict, merged
 PREFIX = "config."  # argparse dests of config flags: "config." + the field's dotted path
 
 
-def add_flag(parser, name: str, *more_names: str, **kwargs) -> argparse.Action:
-    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag`."""
+def add_flag(parser, name: str, *more_names: str, underscored_too: bool = True, **kwargs) -> argparse.Action:
+    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag` (unless not `underscored_too`:
+    where that spelling belongs to someone else)."""
     names = [name, *more_names]
-    underscored = ["--" + n[2:].replace("-", "_") for n in names if n.startswith("--") and "-" in n[2:]]
+    underscored = ["--" + n[2:].replace("-", "_") for n in names
+                   if n.startswith("--") and "-" in n[2:] and underscored_too]
     kwargs.setdefault("dest", name.lstrip("-").replace("-", "_"))
     return parser.add_argument(*names, *[u for u in underscored if u not in names], **kwargs)
 
