@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
+from mlm_tpu import cloud_storage
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError, reason_of
 
@@ -117,11 +118,30 @@ def checked_source(source: CorpusSource) -> CorpusSource:
     return dataclasses.replace(source, dataset=dataset, dataset_config=config)
 
 
+def _resolve_gcs(pattern: str) -> List[str]:
+    """A gs:// file, folder (every supported file under it) or glob, as the files it names."""
+    if any(c in pattern for c in GLOB_CHARACTERS):
+        matches = [url for url, _ in cloud_storage.list_objects(pattern)]
+        if not matches:
+            raise UserError(f"--text-files pattern '{pattern}' matches no object; check the gs:// path")
+        return matches
+    found = cloud_storage.list_objects(pattern)
+    if any(url == pattern for url, _ in found):
+        return [pattern]
+    inside = [url for url, _ in found if url.startswith(pattern.rstrip("/") + "/") and url.endswith(SUPPORTED_SUFFIXES)]
+    if not inside:
+        raise UserError(f"--text-files: '{pattern}' is no object, nor a folder holding {'/'.join(SUPPORTED_SUFFIXES)} "
+                        "files")
+    return inside
+
+
 def resolve_text_files(patterns: Iterable[str]) -> List[str]:
-    """Expand globs and folders into a sorted list of readable files, failing on the first bad one."""
+    """Expand globs and folders (local or gs://) into a sorted list of readable files, failing on the first bad one."""
     files: List[str] = []
     for pattern in patterns:
-        if any(c in pattern for c in GLOB_CHARACTERS):
+        if cloud_storage.is_gcs(pattern):
+            files.extend(_resolve_gcs(pattern))
+        elif any(c in pattern for c in GLOB_CHARACTERS):
             matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise UserError(f"--text-files pattern '{pattern}' matches no file; check the path "
@@ -140,7 +160,7 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
     for path in files:
         if not path.endswith(SUPPORTED_SUFFIXES):
             raise UserError(f"--text-files: cannot read '{path}': use {', '.join(SUPPORTED_SUFFIXES)} files")
-        if not os.access(path, os.R_OK):
+        if not cloud_storage.is_gcs(path) and not os.access(path, os.R_OK):
             raise UserError(f"--text-files: file '{path}' is not readable (check its permissions)")
     return files
 
@@ -213,11 +233,19 @@ class _ByteRange(io.RawIOBase):
         return len(data)
 
 
+def _open_binary(path: str):
+    return cloud_storage.open_object(path) if cloud_storage.is_gcs(path) else open(path, "rb")
+
+
+def _file_size(path: str) -> int:
+    return cloud_storage.list_objects(path)[0][1] if cloud_storage.is_gcs(path) else os.path.getsize(path)
+
+
 def _line_starts(path: str, every: int) -> List[int]:
     """Where to cut a .txt file into parts of about `every` bytes: the first line start at or after each multiple."""
-    size = os.path.getsize(path)
+    size = _file_size(path)
     starts = [0]
-    with open(path, "rb") as stream:
+    with _open_binary(path) as stream:
         for wanted in range(every, size, every):
             if wanted <= starts[-1]:
                 continue
@@ -234,15 +262,13 @@ def _line_starts(path: str, every: int) -> List[int]:
 
 
 @contextlib.contextmanager
-def _open_text(path: str, start: int = 0, end: Optional[int] = None) -> Iterator[io.TextIOBase]:
-    """`path` as UTF-8 text with universal newlines (as `open` reads it), or only its bytes [start, end)."""
-    if end is None:
-        with open(path, encoding="utf-8") as stream:
+def _open_text(path: str, start: int = 0, end: Optional[int] = None, encoding: str = "utf-8",
+               newline: Optional[str] = None) -> Iterator[io.TextIOBase]:
+    """A local or gs:// file as text (universal newlines, as `open` reads it), or only its bytes [start, end)."""
+    with _open_binary(path) as raw:
+        binary = raw if end is None else io.BufferedReader(_ByteRange(raw, start, end))
+        with io.TextIOWrapper(binary, encoding=encoding, newline=newline) as stream:
             yield stream
-        return
-    with open(path, "rb") as raw, io.TextIOWrapper(io.BufferedReader(_ByteRange(raw, start, end)),
-                                                    encoding="utf-8") as stream:
-        yield stream
 
 
 def _read_txt(path: str, columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Values]:
@@ -250,7 +276,7 @@ def _read_txt(path: str, columns: Sequence[str], part: Optional[CorpusPart] = No
     if len(columns) > 1:
         raise UserError(f"{path}: a .txt file holds one text per line, not columns ({', '.join(columns)}); "
                         "give text-to-text examples as .jsonl, .json, .csv or .parquet files")
-    with _open_text(path, *((part.start, part.end) if part and part.end is not None else ())) as lines:
+    with _open_text(path, part.start, part.end) if part else _open_text(path) as lines:
         carried = ""  # the start of a long line, not yet given
         while True:
             chunk = lines.readline(MAX_DOCUMENT_CHARACTERS)
@@ -265,7 +291,7 @@ def _read_txt(path: str, columns: Sequence[str], part: Optional[CorpusPart] = No
 
 
 def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
-    with open(path, encoding="utf-8") as lines:
+    with _open_text(path) as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 try:
@@ -277,12 +303,12 @@ def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
 
 def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
     """A .json file is either JSON lines (streamed) or one array of objects (read whole)."""
-    with open(path, encoding="utf-8") as stream:
+    with _open_text(path) as stream:
         starts_with_array = stream.read(4096).lstrip().startswith("[")
     if not starts_with_array:
         yield from _read_json_lines(path, columns)
         return
-    with open(path, encoding="utf-8") as stream:
+    with _open_text(path) as stream:
         try:
             records = json.load(stream)
         except json.JSONDecodeError as error:
@@ -294,7 +320,7 @@ def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
 def _read_csv(path: str, columns: Sequence[str]) -> Iterator[Values]:
     """A CSV file with a header row; Excel's byte-order mark is not part of the first column's name."""
     csv.field_size_limit(2**31 - 1)  # the default 128 KB limit refuses long documents
-    with open(path, encoding="utf-8-sig", newline="") as stream:
+    with _open_text(path, encoding="utf-8-sig", newline="") as stream:
         reader = csv.DictReader(stream)
         missing = reader.fieldnames is not None and _missing_columns(path, columns, reader.fieldnames)
         if missing:
@@ -307,7 +333,7 @@ def _read_parquet(path: str, columns: Sequence[str]) -> Iterator[Values]:
     import pyarrow.parquet as parquet
 
     try:
-        table_file = parquet.ParquetFile(path)
+        table_file = parquet.ParquetFile(_open_binary(path) if cloud_storage.is_gcs(path) else path)
     except Exception as error:  # pyarrow raises several types for a file that is not parquet
         raise UserError(f"{path} is not a readable parquet file: {reason_of(error)}") from None
     missing = _missing_columns(path, columns, table_file.schema_arrow.names)
@@ -407,7 +433,7 @@ class Corpus:
             return [CorpusPart()]
         parts = []
         for path in self._files:
-            if path.endswith(".txt") and os.path.getsize(path) > text_part_bytes:
+            if path.endswith(".txt") and _file_size(path) > text_part_bytes:
                 starts = _line_starts(path, text_part_bytes)
                 parts.extend(CorpusPart(path, start, end) for start, end in zip(starts, starts[1:]))
             else:
