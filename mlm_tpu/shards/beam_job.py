@@ -10,6 +10,7 @@ to a temporary file unless --verbose.
 """
 
 import contextlib
+import dataclasses
 import difflib
 import io
 import logging
@@ -68,6 +69,8 @@ class BeamJob:
             hint = f" (did you mean --{close[0]}?)" if close else ""
             raise UserError(f"Apache Beam has no pipeline option --{unknown[0]}{hint}; pass shard's own flags and "
                             "Beam's pipeline options (see https://beam.apache.org/documentation/runners/)")
+        if config.runner in REMOTE_RUNNERS:
+            self._refuse_local_paths()
         try:
             beam.Pipeline(options=self.options)  # makes the runner, which checks its own options
         except ValueError as error:
@@ -80,8 +83,9 @@ class BeamJob:
         except ImportError as error:
             raise UserError(f"--runner {config.runner} needs more of Apache Beam than is installed "
                             f"({reason_of(error)}): {INSTALL}") from None
-        if config.runner in REMOTE_RUNNERS:
-            self._refuse_local_paths()
+        except Exception as error:  # a remote runner's checks call its cloud (Dataflow: the temp_location bucket)
+            raise UserError(f"--runner {config.runner}: its options could not be checked ({reason_of(error)}); "
+                            "check the project, region, locations and credentials") from None
 
     def _refuse_local_paths(self) -> None:
         """The workers of a remote runner read the tokenizer and corpus, and write the shards: not on this disk."""
@@ -106,7 +110,8 @@ class BeamJob:
         parts = corpus.parts(config.text_part_bytes)
         writer.save_progress(None)  # a re-run after a failure starts again, with these settings only
         pipeline = beam.Pipeline(options=self.options)
-        build_pipeline(pipeline, config, corpus, parts, writer.settings, type(maker), maker.units_per_example)
+        on_workers = dataclasses.replace(config, num_workers=config.num_workers or 1)  # runners run a process a core
+        build_pipeline(pipeline, on_workers, corpus, parts, writer.settings, type(maker), maker.units_per_example)
         log(f"Sharding {corpus.name()} ({len(parts)} part{'s' * (len(parts) != 1)}) into "
             f"{example_description(config, maker)}, {config.shard_size} per shard, as an Apache Beam pipeline on "
             f"{config.runner} -> {writer.storage.location()}")
