@@ -13,6 +13,7 @@ import copy
 import csv
 import dataclasses
 import glob
+import gzip
 import io
 import itertools
 import json
@@ -27,6 +28,7 @@ from mlm_tpu.errors import UserError, reason_of
 DEFAULT_DATASET = "wikitext"
 DEFAULT_DATASET_CONFIG = "wikitext-103-raw-v1"
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
+GZIP = ".gz"  # text files may be gzipped, as C4's are (name.json.gz): read through gzip, as a stream
 # Longer documents are cut at whitespace into pieces of this many characters as they are read: far more
 # than any model sees at once (~25,000 tokens), and what bounds the memory a one-line corpus takes.
 MAX_DOCUMENT_CHARACTERS = 100_000
@@ -128,7 +130,7 @@ def _resolve_gcs(pattern: str) -> List[str]:
     found = cloud_storage.list_objects(pattern)
     if any(url == pattern for url, _ in found):
         return [pattern]
-    inside = [url for url, _ in found if url.startswith(pattern.rstrip("/") + "/") and url.endswith(SUPPORTED_SUFFIXES)]
+    inside = [url for url, _ in found if url.startswith(pattern.rstrip("/") + "/") and _readable_kind(url)]
     if not inside:
         raise UserError(f"--text-files: '{pattern}' is no object, nor a folder holding {'/'.join(SUPPORTED_SUFFIXES)} "
                         "files")
@@ -149,7 +151,7 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
             files.extend(matches)
         elif os.path.isdir(pattern):
             inside = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern)
-                            for name in names if name.endswith(SUPPORTED_SUFFIXES))
+                            for name in names if _readable_kind(name))
             if not inside:
                 raise UserError(f"--text-files folder '{pattern}' holds no {'/'.join(SUPPORTED_SUFFIXES)} file")
             files.extend(inside)
@@ -158,8 +160,9 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
         else:
             files.append(pattern)
     for path in files:
-        if not path.endswith(SUPPORTED_SUFFIXES):
-            raise UserError(f"--text-files: cannot read '{path}': use {', '.join(SUPPORTED_SUFFIXES)} files")
+        if not _readable_kind(path):
+            raise UserError(f"--text-files: cannot read '{path}': use {', '.join(SUPPORTED_SUFFIXES)} files (all but "
+                            f".parquet also gzipped, {GZIP})")
         if not cloud_storage.is_gcs(path) and not os.access(path, os.R_OK):
             raise UserError(f"--text-files: file '{path}' is not readable (check its permissions)")
     return files
@@ -233,8 +236,19 @@ class _ByteRange(io.RawIOBase):
         return len(data)
 
 
+def _kind(path: str) -> str:
+    """Which reader reads `path`: its suffix, under a .gz one."""
+    return os.path.splitext(path[:-len(GZIP)] if path.endswith(GZIP) else path)[1]
+
+
+def _readable_kind(path: str) -> bool:
+    return _kind(path) in SUPPORTED_SUFFIXES and not (path.endswith(GZIP) and _kind(path) == ".parquet")
+
+
 def _open_binary(path: str):
-    return cloud_storage.open_object(path) if cloud_storage.is_gcs(path) else open(path, "rb")
+    """A local or gs:// file's bytes, decompressed as they are read if it is gzipped."""
+    raw = cloud_storage.open_object(path) if cloud_storage.is_gcs(path) else open(path, "rb")
+    return gzip.GzipFile(fileobj=raw) if path.endswith(GZIP) else raw
 
 
 def _file_size(path: str) -> int:
@@ -352,7 +366,7 @@ FILE_READERS: Dict[str, Callable[[str, Sequence[str]], Iterator[Values]]] = {
 def _read_files(files: List[str], columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Record]:
     """The rows of `files`, or of the one file (or range of a .txt file) `part` names."""
     for path in [part.path] if part else files:
-        reader = FILE_READERS[os.path.splitext(path)[1]]
+        reader = FILE_READERS[_kind(path)]
         rows = _read_txt(path, columns, part) if reader is _read_txt else reader(path, columns)
         try:
             for row, values in enumerate(rows, start=1):

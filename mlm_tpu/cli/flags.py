@@ -95,8 +95,9 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
               help="Split to read from --dataset or --builtin-corpus (train, validation, test; default: train); "
                    "commands that write data also name their output after it.")
     flags.add(group, "--text-files", nargs="+", metavar="PATH", field=prefix + "text_files",
-              help="Local files, folders or globs (quote them): .txt (one document per line, blank "
-                   "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column).")
+              help="Files, folders or globs (quote them), local or gs://: .txt (one document per line, blank "
+                   "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column); all but .parquet "
+                   "may be gzipped (.json.gz, as C4's files).")
     flags.add(group, "--text-column", field=prefix + "text_column",
               help="Column holding the text in .jsonl/.json/.csv/.parquet files and datasets (default: text).")
     flags.add(group, "--builtin-corpus", choices=sorted(BUILTIN_CORPORA), field=prefix + "builtin_corpus",
