@@ -60,7 +60,10 @@ class BeamJob:
 
         self.config, self.verbose = config, verbose
         self.local = config.runner in LOCAL_RUNNERS
-        logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.ERROR)
+        if verbose:
+            logging.basicConfig(level=logging.INFO)  # Beam's own progress lines, and its workers' on a local runner
+        logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.ERROR if self.local
+                                                  else logging.WARNING)
         self.options = PipelineOptions(["--runner", config.runner, *config.pipeline_options])
         unknown = sorted(set(self.options.get_all_options(retain_unknown_options=True))
                          - set(self.options.get_all_options()))
@@ -117,11 +120,18 @@ class BeamJob:
             f"{config.runner} -> {writer.storage.location()}")
         started = time.perf_counter()
         with _claim_kept_fresh(claim), _worker_output_hidden(self.local and not self.verbose):
+            result = None
             try:
                 result = pipeline.run()
                 if hasattr(result, "job_id") and not self.local:
-                    log(f"Submitted {config.runner} job {result.job_id()}; waiting for it to finish")
+                    log(f"Submitted {config.runner} job {result.job_id()} (its progress is in the runner's console); "
+                        "waiting for it to finish. Ctrl-C cancels it.")
                 result.wait_until_finish()
+            except KeyboardInterrupt:
+                if result is not None and not self.local:  # a remote job would go on writing an unclaimed split
+                    log(f"Cancelling the {config.runner} job")
+                    result.cancel()
+                raise
             except Exception as error:
                 raise _worker_user_error(error) or error
             state = str(getattr(result, "state", "DONE"))

@@ -61,8 +61,8 @@ def _length(columns: Dict[str, np.ndarray]) -> int:
 class _WithExampleMaker(beam.DoFn):
     """A DoFn that needs the task's example maker; the tokenizer is loaded once per worker, never pickled."""
 
-    def __init__(self, config):
-        self.config = config  # a ShardingConfig: settings only
+    def __init__(self, config, corpus: Corpus):
+        self.config, self.corpus = config, corpus  # a ShardingConfig and a Corpus: settings and file names only
 
     def setup(self) -> None:
         from mlm_tpu.shards.sharding import example_maker
@@ -70,16 +70,18 @@ class _WithExampleMaker(beam.DoFn):
         self.maker = example_maker(self.config, load_tokenizer(self.config.tokenizer, fast=True))
         self.fresh = self.maker.snapshot()
 
-    def _storage(self, corpus: Corpus):
-        return open_split_storage(self.config.output_dir, corpus.source.split, self.config.storage_retry_seconds)
+
+class _WritingTheSplit(_WithExampleMaker):
+    """A DoFn that writes into the split's storage (opened once per worker)."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.storage = open_split_storage(self.config.output_dir, self.corpus.source.split,
+                                          self.config.storage_retry_seconds)
 
 
 class CountDocuments(_WithExampleMaker):
     """(part index, part) -> (part index, its documents, or rows), as the maker reads them."""
-
-    def __init__(self, config, corpus: Corpus):
-        super().__init__(config)
-        self.corpus = corpus
 
     def process(self, indexed_part: Tuple[int, CorpusPart]) -> Iterator[Tuple[int, int]]:
         index, part = indexed_part
@@ -89,10 +91,6 @@ class CountDocuments(_WithExampleMaker):
 
 class EncodePart(_WithExampleMaker):
     """(part index, part) -> ((part index, element index), (counters, compact columns)) for each element of it."""
-
-    def __init__(self, config, corpus: Corpus):
-        super().__init__(config)
-        self.corpus = corpus
 
     def process(self, indexed_part: Tuple[int, CorpusPart], document_counts: Optional[Dict[int, int]] = None):
         index, part = indexed_part
@@ -142,16 +140,12 @@ class CutAtShards(beam.DoFn):
             position = end
 
 
-class WriteShard(_WithExampleMaker):
+class WriteShard(_WritingTheSplit):
     """(shard index, its pieces) -> (shard index, its manifest entry), once the shard is stored under its name."""
 
     def __init__(self, config, corpus: Corpus, shard_units: int):
-        super().__init__(config)
-        self.corpus, self.shard_units = corpus, shard_units
-
-    def setup(self) -> None:
-        super().setup()
-        self.storage = self._storage(self.corpus)
+        super().__init__(config, corpus)
+        self.shard_units = shard_units
 
     def process(self, grouped):
         index, pieces = grouped
@@ -191,16 +185,12 @@ class MergeCounters(beam.CombineFn):
         return merged
 
 
-class WriteManifest(_WithExampleMaker):
+class WriteManifest(_WritingTheSplit):
     """Once every shard is written: check them against the counters, then write the manifest (the split is done)."""
 
     def __init__(self, config, corpus: Corpus, settings: dict):
-        super().__init__(config)
-        self.corpus, self.settings = corpus, settings
-
-    def setup(self) -> None:
-        super().setup()
-        self.storage = self._storage(self.corpus)
+        super().__init__(config, corpus)
+        self.settings = settings
 
     def process(self, _, entries: List[Tuple[int, dict]], counters: Optional[dict]):
         if counters is None or not counters["documents"]:
