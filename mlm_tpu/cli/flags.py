@@ -49,7 +49,8 @@ class ConfigFlags:
         path = field or name[2:].replace("-", "_")
         default = _default_of(self.config_class, path)  # also checks that the field exists
         help_text = kwargs.get("help", "")
-        if help_text and "default" not in help_text.lower() and default not in (None, False, (), ""):
+        if help_text and "default" not in help_text.lower() and default not in (None, False, (), "") \
+                and default is not dataclasses.MISSING:  # a required field has none to show
             kwargs["help"] = f"{help_text} (default: {default})"
         if kwargs.get("action") in (None, "append") and "choices" not in kwargs:
             kwargs.setdefault("metavar", path.split(".")[-1].upper())
