@@ -18,7 +18,7 @@ def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = Fals
     parser = argparse.ArgumentParser(prog=prog, description=sharding.__doc__, allow_abbrev=not with_runner,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
-              help="Tokenizer folder (from `python -m mlm_tpu.tokenizer train`) or Hub name.")
+              help="Tokenizer folder, local or gs:// (from `python -m mlm_tpu.tokenizer train`), or Hub name.")
     FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation", "span-corruption"),
               help="mlm: pack documents into fixed-length examples for masked-LM pretraining (default). text2text "
                    "(or the trainer's words for it, classification and generation): one input/target example per row, "
@@ -69,7 +69,7 @@ def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = Fals
               help="Beam runner: DataflowRunner (Google Cloud), FlinkRunner, SparkRunner, or FnApiRunner on this "
                    "machine (for trying a job; DirectRunner downloads Beam's Prism runner first). Default: no Beam, "
                    "this process shards.")
-    FLAGS.add(beam, "--text-part-bytes", type=int,
+    FLAGS.add(beam, "--text-part-bytes", type=int, metavar="N",
               help="With --runner: .txt files larger than this are read as several parts, cut at line starts, by "
                    "different workers (default: 64 MiB).")
     add_verbose_flag(parser)
