@@ -19,12 +19,16 @@ from mlm_tpu.errors import UserError
 
 
 def setting(default: Any = dataclasses.MISSING, *, low: Optional[float] = None, high: Optional[float] = None,
-            low_open: bool = False, high_open: bool = False, flag: Optional[str] = None) -> Any:
+            low_open: bool = False, high_open: bool = False, flag: Optional[str] = None,
+            changes_result: bool = True) -> Any:
     """A dataclass field whose value must lie in [low, high] (open ends with `low_open`/`high_open`).
 
     `flag` is the command-line spelling used in messages (default: `--` and the name with dashes).
+    `changes_result=False` says that a training run resumed with another value is still the same run
+    (training/run_settings.py), as for logging or backup intervals.
     """
-    metadata = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "flag": flag}
+    metadata = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "flag": flag,
+                "changes_result": changes_result}
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -77,10 +77,10 @@ def train_until_killed(flags, ready, stderr=subprocess.DEVNULL, timeout: float =
 
 
 def backup_reached(output_dir: Path, step: int) -> bool:
-    """Whether the trainer has written a backup at `step` or later."""
+    """Whether the trainer has written a backup at `step` or later (its step-N.json, written last, is there)."""
     backup = output_dir / "backup"
-    return backup.is_dir() and any(int(name[5:-6]) >= step for name in os.listdir(backup)
-                                   if name.startswith("step-") and name.endswith(".index"))
+    return backup.is_dir() and any(int(name[5:-5]) >= step for name in os.listdir(backup)
+                                   if name.startswith("step-") and name.endswith(".json"))
 
 
 @pytest.fixture(scope="session")

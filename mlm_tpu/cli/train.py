@@ -19,7 +19,7 @@ from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
-from mlm_tpu.tasks import TASKS, task_from_head
+from mlm_tpu.tasks import TASKS, make_task, task_from_head
 from mlm_tpu.training.config import MAX_SEED, TrainingConfig
 
 FLAGS = ConfigFlags(TrainingConfig)
@@ -104,6 +104,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="Log the mean training loss of every N steps to TensorBoard (default: once per epoch); validation "
                    "is logged at each epoch's end, against the step reached.")
     FLAGS.add(output, "--hub-model-id", help="Push the output folder to this 🤗 Hub repo each epoch (in the background).")
+    FLAGS.add(output, "--allow-changed-settings", action="store_true",
+              help="Resume from --output-dir's backup even though a setting that decides the result (learning rate, "
+                   "schedule, batch, data, model, seed, task) differs from the backup's: the change is recorded, with "
+                   "the step it took effect at, in training_args.json. Without it such a resume is refused; settings "
+                   "that do not change the result (logging, backups, push, hardware) may change freely.")
     add_verbose_flag(parser)
     return parser
 
@@ -124,4 +129,4 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     quiet_libraries(args.verbose)
     from mlm_tpu.training.trainer import train
 
-    train(config)
+    train(config, make_task(config.task))

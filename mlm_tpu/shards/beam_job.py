@@ -25,7 +25,7 @@ from typing import Iterator, Optional
 from mlm_tpu.console import log
 from mlm_tpu.corpus import Corpus
 from mlm_tpu.errors import UserError, reason_of
-from mlm_tpu.shards.claim import SplitClaim
+from mlm_tpu.claim import Claim
 from mlm_tpu.shards.format import MANIFEST
 from mlm_tpu.shards.packing import ExampleMaker
 from mlm_tpu.shards.writer import ShardWriter
@@ -103,7 +103,7 @@ class BeamJob:
                             f"copy it to Cloud Storage (`gcloud storage cp -r {path} gs://BUCKET/...`) and pass the "
                             "gs:// path")
 
-    def run(self, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter, claim: SplitClaim) -> dict:
+    def run(self, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter, claim: Claim) -> dict:
         """Run the pipeline to its end; return the manifest it wrote."""
         beam = _beam()
         from mlm_tpu.shards.beam_pipeline import build_pipeline
@@ -154,7 +154,7 @@ def _worker_user_error(error: Exception) -> Optional[UserError]:
 
 
 @contextlib.contextmanager
-def _claim_kept_fresh(claim: SplitClaim) -> Iterator[None]:
+def _claim_kept_fresh(claim: Claim) -> Iterator[None]:
     """Refresh the split's claim while the pipeline runs, so that no other job takes it over as stale."""
     stop = threading.Event()
 

@@ -209,7 +209,7 @@ class WriteManifest(_WritingTheSplit):
                                "examples the corpus makes")
         write_manifest(self.storage, self.config.prefix, manifest_of(self.settings, maker.feature_lengths, totals,
                                                                      shards))
-        for name in self.storage.list_names():  # temporary files of attempts killed while writing a shard
+        for name in self.storage.sizes():  # temporary files of attempts killed while writing a shard
             if name.startswith(".") and name.endswith(".partial"):
                 self.storage.delete(name)
         yield len(shards)

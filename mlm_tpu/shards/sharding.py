@@ -35,13 +35,15 @@ from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.claim import SplitClaim, claimed
-from mlm_tpu.shards.format import KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, span_corruption_settings
+from mlm_tpu.claim import Claim, claimed
+from mlm_tpu.shards.format import (KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
+                                     span_corruption_settings)
 from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples, RawRows, check_max_length
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.text2text import Text2TextExamples
 from mlm_tpu.shards.writer import ResumePoint, ShardWriter
-from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, span_lengths
+from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sentinel_id, longest_inputs_within,
+                                         span_lengths)
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 SHARD_PREFIX = re.compile(r"^[\w.-]+$")
@@ -67,7 +69,7 @@ class ShardingConfig:
     prefix: str = "dataset"  # shard file name prefix
     num_workers: Optional[int] = setting(None, low=1)  # tokenizer threads (None: every core)
     batch_size: int = setting(1000, low=1)  # documents tokenized at a time
-    overwrite: bool = False  # replace the shards and manifest already in the split's folder
+    overwrite: bool = False  # replace the shards and manifest an earlier job wrote in the split's folder
     storage_retry_seconds: float = setting(120.0, low=0)  # how long gs:// calls retry transient errors
     runner: Optional[str] = None  # run as an Apache Beam pipeline on this runner (None: in this process)
     pipeline_options: Tuple[str, ...] = ()  # with runner: Beam pipeline options, passed through
@@ -122,6 +124,15 @@ def example_maker(config: ShardingConfig, tokenizer) -> ExampleMaker:
         lengths = corruption_lengths(config)
         try:
             first_sentinel_id(tokenizer, lengths)
+        except TooFewSentinels as error:
+            if not error.have:
+                raise UserError(f"--tokenizer {config.tokenizer}: {error}; make a T5 tokenizer with "
+                                "`python -m mlm_tpu.tokenizer train --template t5`") from None
+            longest = longest_inputs_within(error.have, config.noise_density, config.mean_noise_span_length)
+            raise UserError(f"--tokenizer {config.tokenizer}: {error}; make fewer spans: a --max-length of at most "
+                            f"{longest} (not {config.max_length}), a lower --noise-density (not "
+                            f"{config.noise_density}) or a longer --mean-noise-span-length (not "
+                            f"{config.mean_noise_span_length})") from None
         except ValueError as error:
             raise UserError(f"--tokenizer {config.tokenizer}: {error}; make a T5 tokenizer with "
                             "`python -m mlm_tpu.tokenizer train --template t5`") from None
@@ -169,7 +180,8 @@ def shard_corpus(config: ShardingConfig, verbose: bool = False) -> dict:
         warn(warning)
     maker = example_maker(config, tokenizer)
     storage = open_split_storage(config.output_dir, corpus.source.split, config.storage_retry_seconds)
-    with claimed(storage) as claim:
+    with claimed(storage, WRITER_RECORD, "sharding job",
+                 "write this split elsewhere (--output-dir or --split)") as claim:
         writer = ShardWriter(storage, config.prefix, config.shard_size, maker.feature_lengths,
                              settings_of(config, maker, corpus))
         start = writer.resume_point(config.overwrite)
@@ -183,7 +195,7 @@ def shard_corpus(config: ShardingConfig, verbose: bool = False) -> dict:
 
 
 def _write_split(config: ShardingConfig, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter,
-                 start: ResumePoint, claim: SplitClaim) -> dict:
+                 start: ResumePoint, claim: Claim) -> dict:
     """Examples from where `start` says, into shards, then the manifest."""
     if start.counters:
         maker.restore(start.counters)

@@ -6,20 +6,12 @@ under a shard's name. GCS goes through google-cloud-storage (which honours
 `STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
 """
 
-import base64
 import os
 import tempfile
-from typing import List, Optional
-
-import google_crc32c
+from typing import Dict, Optional
 
 from mlm_tpu.cloud_storage import bucket_and_path, gcs_call, make_client
 from mlm_tpu.errors import UserError
-
-
-def crc32c_base64(data: bytes) -> str:
-    """The checksum GCS keeps for every object (base64 of the big-endian crc32c)."""
-    return base64.b64encode(google_crc32c.Checksum(data).digest()).decode()
 
 
 class LocalStorage:
@@ -38,8 +30,12 @@ class LocalStorage:
     def location(self, name: str = "") -> str:
         return os.path.join(self.folder, name)
 
-    def list_names(self) -> List[str]:
-        return sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
+    def sizes(self) -> Dict[str, int]:
+        """Each file of the split and its size in bytes."""
+        if not os.path.isdir(self.folder):
+            return {}
+        paths = {name: self.location(name) for name in os.listdir(self.folder)}
+        return {name: os.path.getsize(path) for name, path in sorted(paths.items()) if os.path.isfile(path)}
 
     def _make_folder(self) -> None:
         if not os.path.isdir(self.folder):
@@ -117,23 +113,25 @@ class GcsStorage:
     def _object(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    def list_names(self) -> List[str]:
+    def sizes(self) -> Dict[str, int]:
+        """Each object of the split (not those of deeper prefixes) and its size in bytes."""
         start = len(self.prefix) + 1 if self.prefix else 0
         blobs = gcs_call(f"list {self.url}", lambda: list(self.client.list_blobs(
             self.bucket, prefix=f"{self.prefix}/" if self.prefix else None, retry=self.retry, timeout=self.timeout)))
-        return sorted(blob.name[start:] for blob in blobs if "/" not in blob.name[start:])
+        return {blob.name[start:]: blob.size for blob in sorted(blobs, key=lambda blob: blob.name)
+                if "/" not in blob.name[start:]}
 
     def write(self, name: str, data: bytes) -> None:
         blob = self.bucket.blob(self._object(name))
         gcs_call(f"upload {self.location(name)}", blob.upload_from_string, data,
-                   content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+                 content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
 
     def create(self, name: str, data: bytes) -> bool:
         """Write `name` only if no object of that name exists (generation precondition 0); whether it did."""
         blob = self.bucket.blob(self._object(name))
         try:
             gcs_call(f"upload {self.location(name)}", blob.upload_from_string, data, if_generation_match=0,
-                       content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+                     content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
         except self._exceptions.PreconditionFailed:
             return False
         return True
@@ -142,14 +140,14 @@ class GcsStorage:
         blob = self.bucket.blob(self._object(name))
         try:
             return gcs_call(f"read {self.location(name)}", blob.download_as_bytes, retry=self.retry,
-                              timeout=self.timeout)
+                            timeout=self.timeout)
         except self._exceptions.NotFound:
             return None
 
     def delete(self, name: str) -> None:
         try:
             gcs_call(f"delete {self.location(name)}", self.bucket.delete_blob, self._object(name),
-                       retry=self.retry, timeout=self.timeout)
+                     retry=self.retry, timeout=self.timeout)
         except self._exceptions.NotFound:
             pass
 

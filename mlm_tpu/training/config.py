@@ -19,12 +19,13 @@ MAX_SEED = 2**31 - 1
 class HardwareConfig:
     """The flags that say where a command runs; shared by training and evaluation."""
 
-    tpu: Optional[str] = None  # "local": this TPU VM (or Colab's); else a TPU node's name
-    tpu_zone: Optional[str] = None
-    gcp_project: Optional[str] = None
+    tpu: Optional[str] = setting(None, changes_result=False)  # "local": this TPU VM (or Colab's); else a node's name
+    tpu_zone: Optional[str] = setting(None, changes_result=False)
+    gcp_project: Optional[str] = setting(None, changes_result=False)
     bf16: Optional[bool] = None  # bfloat16 mixed precision (None: on exactly on TPUs)
-    cpu_replicas: int = setting(1, low=1, high=64)  # split the CPU into replicas (MirroredStrategy)
-    deterministic: Optional[bool] = None  # TensorFlow's deterministic kernels (None: on, except on TPUs)
+    cpu_replicas: int = setting(1, low=1, high=64, changes_result=False)  # split the CPU into replicas (Mirrored...)
+    # TensorFlow's deterministic kernels (None: on, except on TPUs)
+    deterministic: Optional[bool] = setting(None, changes_result=False)
 
     @property
     def wants_bf16(self) -> bool:
@@ -41,7 +42,8 @@ class TrainingConfig:
     """One training run: data, model, optimisation, output and hardware."""
 
     train_dataset: str  # folder (local or gs://) of training shards
-    output_dir: str  # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
+    # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
+    output_dir: str = setting(changes_result=False)
     task: str = "mlm"  # mlm | span-corruption | classification | generation (mlm_tpu.tasks)
     eval_dataset: Optional[str] = None  # folder of validation shards, scored each epoch
     tokenizer: Optional[str] = None  # the tokenizer the shards were made with
@@ -52,7 +54,7 @@ class TrainingConfig:
     max_length: Optional[int] = setting(None, low=8)  # tokens per example (per input for T5); None: the shards'
     max_target_length: Optional[int] = setting(None, low=2)  # T5 text2text: tokens per target; None: the shards'
     # optimisation
-    per_replica_batch_size: int = setting(8, low=1)
+    per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change
     num_epochs: int = setting(1, low=1)
     max_steps: Optional[int] = setting(None, low=1)  # stop after this many steps in all (None: the epochs)
     learning_rate: float = setting(1e-4, low=0, low_open=True, high=10)  # peak learning rate (AdamW)
@@ -66,10 +68,12 @@ class TrainingConfig:
     max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
     metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
     # the training loop and its outputs
-    steps_per_execution: int = setting(1, low=1)  # steps per call into the device (100s suit TPUs)
-    backup_steps: Optional[int] = setting(None, low=1)  # backup every N optimizer steps (None: each epoch)
-    logging_steps: Optional[int] = setting(None, low=1)  # log the training loss every N steps (None: each epoch)
-    hub_model_id: Optional[str] = None  # push the output folder to this Hub repo each epoch
+    steps_per_execution: int = setting(1, low=1, changes_result=False)  # steps per call into the device (TPUs: 100s)
+    backup_steps: Optional[int] = setting(None, low=1, changes_result=False)  # backup every N steps (None: epochs)
+    logging_steps: Optional[int] = setting(None, low=1, changes_result=False)  # log the loss every N steps
+    hub_model_id: Optional[str] = setting(None, changes_result=False)  # push the output folder here each epoch
+    # resume even where a setting that decides the result differs from the backup's (recorded in training_args.json)
+    allow_changed_settings: bool = setting(False, changes_result=False)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
 
 
@@ -80,7 +84,7 @@ class EvaluationConfig:
     model: str  # the trained model: train.py's --output-dir, a save_pretrained folder or a Hub name
     eval_dataset: str  # folder (local or gs://) of shards to evaluate on
     max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
-    per_replica_batch_size: int = setting(8, low=1)  # masks depend on it: compare runs made with the same
+    per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change  # masks depend on it: compare runs made with the same
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     seed: int = setting(42, low=0, high=MAX_SEED)  # of the masks (or spans)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)

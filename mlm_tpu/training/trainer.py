@@ -27,25 +27,29 @@ import tf_keras as keras
 from transformers import create_optimizer
 
 import mlm_tpu
+from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
-from mlm_tpu.errors import UserError
+from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
-from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
-from mlm_tpu.tasks import make_task
-from mlm_tpu.training.backup import Backup
+from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
+from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 from mlm_tpu.training.task import Task
 
 RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
 BEST_RECORD = "best_model.json"
+CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
+CLAIM_REFRESH_SECONDS = 60
 
 
 @dataclass
@@ -90,6 +94,7 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+    check_training_output_dir(config.output_dir)
 
 
 def make_output_dir(path: str) -> None:
@@ -127,7 +132,11 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
 
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
     """The task's model, built, and AdamW with warmup then linear decay (`create_optimizer`)."""
-    model = task.build_model(config, tokenizer, shards)
+    try:
+        model = task.build_model(config, tokenizer, shards)
+    except ValueError as error:  # transformers' configs refuse shapes they cannot have (heads not dividing width)
+        raise UserError(f"the model cannot be built with these settings: {reason_of(error)}; fix --model-config or "
+                        "--config-overrides") from None
     model.build_in_name_scope()  # the weights exist before a backup is restored into them
     optimizer, _ = create_optimizer(init_lr=config.learning_rate, num_train_steps=plan.total_steps,
                                     num_warmup_steps=int(plan.total_steps * config.warmup_ratio),
@@ -169,9 +178,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys):
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
-    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()):
+    def __init__(self, config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()):
         self.config = config
-        self.task = make_task(config.task)
+        self.task = task
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
@@ -191,18 +200,32 @@ class Trainer:
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
             dropout_keys = key_dropout_by_step(model, config.seed)
         make_output_dir(config.output_dir)
+        with claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "training run",
+                     "give this run another --output-dir") as claim:
+            return self._train(strategy, plan, model, optimizer, dropout_keys, tokenizer, eval_shards, claim)
+
+    def _train(self, strategy, plan: Plan, model, optimizer, dropout_keys, tokenizer, eval_shards,
+               claim) -> TrainingResult:
+        """The run, once the output folder is this process' alone: resume or start, train, save, push."""
+        config, task = self.config, self.task
         pusher = self._hub_pusher()
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
             f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}; "
             f"{self.train_shards.records:,} examples in {len(self.train_shards.files)} shards -> "
             f"{plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
-        self.run_info = self._run_info(plan, strategy)
-        if not os.path.isfile(os.path.join(config.output_dir, "config.json")):  # else it comes with the first save,
-            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # beside the model it made
+        settings = result_settings(config, plan.global_batch_size, self.train_shards.files, self.train_shards.counts)
         with strategy.scope():
             backup = Backup(os.path.join(config.output_dir, "backup"), model, optimizer)
-            restored = backup.restore()
-        step, state = (restored[0], LoopState(**restored[1])) if restored else (0, LoopState())
+            record = backup.find()
+            changes = []
+            if record:
+                changes = check_resumed_settings(config, record.settings, settings, record.step, config.output_dir,
+                                                 record.setting_changes)
+                backup.restore(record)
+        step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
+        self.run_info = self._run_info(plan, strategy, changes)
+        if not os.path.isfile(os.path.join(config.output_dir, "config.json")):  # else it comes with the first save,
+            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # beside the model it made
         if step:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
@@ -213,7 +236,7 @@ class Trainer:
                                                steps_per_epoch=plan.steps_per_epoch, start_step=step,
                                                vocab_size=model.config.vocab_size)
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
-                     describe(strategy))
+                     describe(strategy), BackupRecord(step, {}, settings, changes), claim)
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
         except BaseException:
@@ -235,23 +258,26 @@ class Trainer:
 
         return HubPusher(self.config.hub_model_id, self.config.output_dir)
 
-    def _run_info(self, plan: Plan, strategy) -> dict:
-        """training_args.json: the config (`--config` replays it) and, under "run", what this run computed."""
-        return {**to_dict(self.config), "run": {
-            "replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
-            "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
-            "mlm_tpu_version": mlm_tpu.__version__}}
+    def _run_info(self, plan: Plan, strategy, setting_changes: List[dict]) -> dict:
+        """training_args.json: the config (`--config` replays it) and, under "run", what this run computed, and the
+        settings changed on resuming (--allow-changed-settings), each with the step it took effect at."""
+        run = {"replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
+               "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
+               "mlm_tpu_version": mlm_tpu.__version__}
+        if setting_changes:
+            run["setting_changes"] = setting_changes
+        return {**to_dict(self.config), "run": run}
 
 
 class _Loop:
     """The steps of one run and what happens between them."""
 
     def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
-                 logs: RunLogs, state: LoopState, hardware: str):
+                 logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
-        self.hardware = hardware
+        self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -281,6 +307,7 @@ class _Loop:
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
+            self.claim.refresh(unless_within=CLAIM_REFRESH_SECONDS)
             self.count(results, step)
             step += length
             bar.update(length)
@@ -292,8 +319,8 @@ class _Loop:
                 if self.model.stop_training:  # a user's Keras callback asked to stop
                     break
             if step < self.plan.total_steps and self.backup_due(step):
-                self.backup.save(step, asdict(self.state))
-                log(f"Backup written at step {step}")
+                self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
+                self.backup.save(self.backup_record)
         self.callbacks.on_train_end()
 
     def backup_due(self, step: int) -> bool:
@@ -365,7 +392,7 @@ class _Loop:
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
         """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
-        self.saved_card = CardFacts.of_model(self.task.name, self.model, self.tokenizer, corpus=corpus,
+        self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
@@ -386,6 +413,7 @@ class _Loop:
             write_model_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
-def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
-    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring."""
-    return Trainer(config, callbacks).run()
+def train(config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
+    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
+    `task` is the plug-in of config.task (mlm_tpu.tasks.make_task), handed in: the trainer imports no task."""
+    return Trainer(config, task, callbacks).run()
