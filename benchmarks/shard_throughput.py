@@ -60,6 +60,17 @@ def make_corpus(path: Path, minimum_bytes: int) -> None:
     path.write_text(text * -(-minimum_bytes // len(text.encode())), encoding="utf-8")
 
 
+def corpora_and_tokenizer(work: Path, env: dict):
+    """In `work`: WikiText repeated to SMALL_BYTES, a copy 4x larger, and a tokenizer trained on the smaller one."""
+    small, large = work / "small.txt", work / "large.txt"
+    make_corpus(small, SMALL_BYTES)
+    make_corpus(large, 4 * small.stat().st_size)
+    tokenizer = work / "tokenizer"
+    subprocess.run([sys.executable, "-m", "mlm_tpu.tokenizer", "train", "--text-files", small, "--output-dir",
+                    tokenizer], check=True, env=env, capture_output=True, cwd=ROOT)
+    return small, large, tokenizer
+
+
 def subprocess_environment() -> dict:
     """What every benchmarked command runs with: offline, quiet, this checkout first; WikiText must be there."""
     if not WIKITEXT.is_file():
@@ -72,12 +83,7 @@ def main() -> None:
     peaks = {}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        small, large = work / "small.txt", work / "large.txt"
-        make_corpus(small, SMALL_BYTES)
-        make_corpus(large, 4 * small.stat().st_size)
-        tokenizer = work / "tokenizer"
-        subprocess.run([python, "-m", "mlm_tpu.tokenizer", "train", "--text-files", small, "--output-dir", tokenizer],
-                       check=True, env=env, capture_output=True, cwd=ROOT)
+        small, large, tokenizer = corpora_and_tokenizer(work, env)
         for label, corpus in (("small", small), ("4x larger", large)):
             ours = measure([python, "-m", "mlm_tpu.shard", "--tokenizer", tokenizer, "--text-files", corpus,
                             "--output-dir", work / f"ours-{label}", "--max-length", 512, "--shard-size", 1000], env)

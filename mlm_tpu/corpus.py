@@ -8,21 +8,27 @@ missing file, a glob that matches nothing, an unknown column, a corpus with no t
 dataset while offline) raises `UserError` with one line that says what to do.
 """
 
+import contextlib
+import copy
 import csv
 import dataclasses
 import glob
+import gzip
+import io
 import itertools
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
+from mlm_tpu import cloud_storage
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError, reason_of
 
 DEFAULT_DATASET = "wikitext"
 DEFAULT_DATASET_CONFIG = "wikitext-103-raw-v1"
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
+GZIP = ".gz"  # text files may be gzipped, as C4's are (name.json.gz): read through gzip, as a stream
 # Longer documents are cut at whitespace into pieces of this many characters as they are read: far more
 # than any model sees at once (~25,000 tokens), and what bounds the memory a one-line corpus takes.
 MAX_DOCUMENT_CHARACTERS = 100_000
@@ -132,11 +138,30 @@ def checked_source(source: CorpusSource) -> CorpusSource:
     return dataclasses.replace(source, dataset=dataset, dataset_config=config)
 
 
+def _resolve_gcs(pattern: str) -> List[str]:
+    """A gs:// file, folder (every supported file under it) or glob, as the files it names."""
+    if any(c in pattern for c in GLOB_CHARACTERS):
+        matches = [url for url, _ in cloud_storage.list_objects(pattern)]
+        if not matches:
+            raise UserError(f"--text-files pattern '{pattern}' matches no object; check the gs:// path")
+        return matches
+    found = cloud_storage.list_objects(pattern)
+    if any(url == pattern for url, _ in found):
+        return [pattern]
+    inside = [url for url, _ in found if url.startswith(pattern.rstrip("/") + "/") and _readable_kind(url)]
+    if not inside:
+        raise UserError(f"--text-files: '{pattern}' is no object, nor a folder holding {'/'.join(SUPPORTED_SUFFIXES)} "
+                        "files")
+    return inside
+
+
 def resolve_text_files(patterns: Iterable[str]) -> List[str]:
-    """Expand globs and folders into a sorted list of readable files, failing on the first bad one."""
+    """Expand globs and folders (local or gs://) into a sorted list of readable files, failing on the first bad one."""
     files: List[str] = []
     for pattern in patterns:
-        if any(c in pattern for c in GLOB_CHARACTERS):
+        if cloud_storage.is_gcs(pattern):
+            files.extend(_resolve_gcs(pattern))
+        elif any(c in pattern for c in GLOB_CHARACTERS):
             matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise UserError(f"--text-files pattern '{pattern}' matches no file; check the path "
@@ -144,7 +169,7 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
             files.extend(matches)
         elif os.path.isdir(pattern):
             inside = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern)
-                            for name in names if name.endswith(SUPPORTED_SUFFIXES))
+                            for name in names if _readable_kind(name))
             if not inside:
                 raise UserError(f"--text-files folder '{pattern}' holds no {'/'.join(SUPPORTED_SUFFIXES)} file")
             files.extend(inside)
@@ -153,9 +178,10 @@ def resolve_text_files(patterns: Iterable[str]) -> List[str]:
         else:
             files.append(pattern)
     for path in files:
-        if not path.endswith(SUPPORTED_SUFFIXES):
-            raise UserError(f"--text-files: cannot read '{path}': use {', '.join(SUPPORTED_SUFFIXES)} files")
-        if not os.access(path, os.R_OK):
+        if not _readable_kind(path):
+            raise UserError(f"--text-files: cannot read '{path}': use {', '.join(SUPPORTED_SUFFIXES)} files (all but "
+                            f".parquet also gzipped, {GZIP})")
+        if not cloud_storage.is_gcs(path) and not os.access(path, os.R_OK):
             raise UserError(f"--text-files: file '{path}' is not readable (check its permissions)")
     return files
 
@@ -200,12 +226,89 @@ def _pieces(text: str, limit: int) -> Iterator[str]:
     yield text
 
 
-def _read_txt(path: str, columns: Sequence[str]) -> Iterator[Values]:
+@dataclass(frozen=True)
+class CorpusPart:
+    """A part of a corpus that can be read on its own: a file, the lines starting in bytes [start, end) of a .txt
+    file, or (no path) the whole stream of a 🤗 dataset or the built-in corpus. Read one after another, in the
+    order `Corpus.parts` gives them, the parts give exactly the corpus' documents."""
+
+    path: Optional[str] = None
+    start: int = 0
+    end: Optional[int] = None  # None: to the end of the file
+
+
+class _ByteRange(io.RawIOBase):
+    """Bytes [start, end) of a binary file, as a file of its own."""
+
+    def __init__(self, stream, start: int, end: int):
+        self.stream, self.left = stream, end - start
+        stream.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(min(len(buffer), self.left))
+        buffer[:len(data)] = data
+        self.left -= len(data)
+        return len(data)
+
+
+def _kind(path: str) -> str:
+    """Which reader reads `path`: its suffix, under a .gz one."""
+    return os.path.splitext(path[:-len(GZIP)] if path.endswith(GZIP) else path)[1]
+
+
+def _readable_kind(path: str) -> bool:
+    return _kind(path) in SUPPORTED_SUFFIXES and not (path.endswith(GZIP) and _kind(path) == ".parquet")
+
+
+def _open_binary(path: str):
+    """A local or gs:// file's bytes, decompressed as they are read if it is gzipped."""
+    raw = cloud_storage.open_object(path) if cloud_storage.is_gcs(path) else open(path, "rb")
+    return gzip.GzipFile(fileobj=raw) if path.endswith(GZIP) else raw
+
+
+def _file_size(path: str) -> int:
+    return cloud_storage.list_objects(path)[0][1] if cloud_storage.is_gcs(path) else os.path.getsize(path)
+
+
+def _line_starts(path: str, every: int) -> List[int]:
+    """Where to cut a .txt file into parts of about `every` bytes: the first line start at or after each multiple."""
+    size = _file_size(path)
+    starts = [0]
+    with _open_binary(path) as stream:
+        for wanted in range(every, size, every):
+            if wanted <= starts[-1]:
+                continue
+            stream.seek(wanted - 1)
+            while True:  # the byte before a line start is "\n" (a "\r\n" ends with it too)
+                block = stream.read(65536)
+                newline = block.find(b"\n")
+                if newline >= 0 or not block:
+                    break
+            if newline < 0:
+                break
+            starts.append(stream.tell() - len(block) + newline + 1)
+    return [start for start in starts if start < size] + [size]
+
+
+@contextlib.contextmanager
+def _open_text(path: str, start: int = 0, end: Optional[int] = None, encoding: str = "utf-8",
+               newline: Optional[str] = None) -> Iterator[io.TextIOBase]:
+    """A local or gs:// file as text (universal newlines, as `open` reads it), or only its bytes [start, end)."""
+    with _open_binary(path) as raw:
+        binary = raw if end is None else io.BufferedReader(_ByteRange(raw, start, end))
+        with io.TextIOWrapper(binary, encoding=encoding, newline=newline) as stream:
+            yield stream
+
+
+def _read_txt(path: str, columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Values]:
     """One row per line; a line longer than MAX_DOCUMENT_CHARACTERS is read, and given, in pieces."""
     if len(columns) > 1:
         raise UserError(f"{path}: a .txt file holds one text per line, not columns ({', '.join(columns)}); "
                         "give text-to-text examples as .jsonl, .json, .csv or .parquet files")
-    with open(path, encoding="utf-8") as lines:
+    with _open_text(path, part.start, part.end) if part else _open_text(path) as lines:
         carried = ""  # the start of a long line, not yet given
         while True:
             chunk = lines.readline(MAX_DOCUMENT_CHARACTERS)
@@ -220,7 +323,7 @@ def _read_txt(path: str, columns: Sequence[str]) -> Iterator[Values]:
 
 
 def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
-    with open(path, encoding="utf-8") as lines:
+    with _open_text(path) as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 try:
@@ -232,12 +335,12 @@ def _read_json_lines(path: str, columns: Sequence[str]) -> Iterator[Values]:
 
 def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
     """A .json file is either JSON lines (streamed) or one array of objects (read whole)."""
-    with open(path, encoding="utf-8") as stream:
+    with _open_text(path) as stream:
         starts_with_array = stream.read(4096).lstrip().startswith("[")
     if not starts_with_array:
         yield from _read_json_lines(path, columns)
         return
-    with open(path, encoding="utf-8") as stream:
+    with _open_text(path) as stream:
         try:
             records = json.load(stream)
         except json.JSONDecodeError as error:
@@ -249,7 +352,7 @@ def _read_json(path: str, columns: Sequence[str]) -> Iterator[Values]:
 def _read_csv(path: str, columns: Sequence[str]) -> Iterator[Values]:
     """A CSV file with a header row; Excel's byte-order mark is not part of the first column's name."""
     csv.field_size_limit(2**31 - 1)  # the default 128 KB limit refuses long documents
-    with open(path, encoding="utf-8-sig", newline="") as stream:
+    with _open_text(path, encoding="utf-8-sig", newline="") as stream:
         reader = csv.DictReader(stream)
         missing = reader.fieldnames is not None and _missing_columns(path, columns, reader.fieldnames)
         if missing:
@@ -262,7 +365,7 @@ def _read_parquet(path: str, columns: Sequence[str]) -> Iterator[Values]:
     import pyarrow.parquet as parquet
 
     try:
-        table_file = parquet.ParquetFile(path)
+        table_file = parquet.ParquetFile(_open_binary(path) if cloud_storage.is_gcs(path) else path)
     except Exception as error:  # pyarrow raises several types for a file that is not parquet
         raise UserError(f"{path} is not a readable parquet file: {reason_of(error)}") from None
     missing = _missing_columns(path, columns, table_file.schema_arrow.names)
@@ -278,11 +381,13 @@ FILE_READERS: Dict[str, Callable[[str, Sequence[str]], Iterator[Values]]] = {
 }
 
 
-def _read_files(files: List[str], columns: Sequence[str]) -> Iterator[Record]:
-    for path in files:
-        reader = FILE_READERS[os.path.splitext(path)[1]]
+def _read_files(files: List[str], columns: Sequence[str], part: Optional[CorpusPart] = None) -> Iterator[Record]:
+    """The rows of `files`, or of the one file (or range of a .txt file) `part` names."""
+    for path in [part.path] if part else files:
+        reader = FILE_READERS[_kind(path)]
+        rows = _read_txt(path, columns, part) if reader is _read_txt else reader(path, columns)
         try:
-            for row, values in enumerate(reader(path, columns), start=1):
+            for row, values in enumerate(rows, start=1):
                 yield Record(path, row, values)
         except UnicodeDecodeError as error:
             raise UserError(f"{path} is not UTF-8 text (bad byte at offset {error.start}); "
@@ -334,18 +439,48 @@ def _batched(items: Iterator[Item], batch_size: int, skip: int,
 
 @dataclass
 class Corpus:
-    """A stream of non-empty documents from a `CorpusSource`, counting what it has read."""
+    """A stream of non-empty documents from a `CorpusSource`, counting what it has read.
+
+    `part(...)` gives a view of one `CorpusPart` of it (see `parts`), which reads only that part, up to a limit
+    of its own, and is not refused for being empty: the parts of a corpus can be read in parallel.
+    """
 
     source: CorpusSource
     documents_read: int = 0
     characters_read: int = 0
     _files: List[str] = field(default_factory=list)
+    _part: Optional[CorpusPart] = None  # a view of one part: read only it, up to _part_limit
+    _part_limit: Optional[int] = None
 
     def __post_init__(self) -> None:
         self.source = checked_source(self.source)
         # Resolve files now so a bad path fails before any slow work starts.
         if self.source.text_files:
             self._files = resolve_text_files(self.source.text_files)
+
+    def parts(self, text_part_bytes: int) -> List[CorpusPart]:
+        """The corpus as parts, in order: each file, .txt files larger than `text_part_bytes` cut at line starts into
+        parts of about that size; a 🤗 dataset or the built-in corpus is one part."""
+        if not self._files:
+            return [CorpusPart()]
+        parts = []
+        for path in self._files:
+            if path.endswith(".txt") and _file_size(path) > text_part_bytes:
+                starts = _line_starts(path, text_part_bytes)
+                parts.extend(CorpusPart(path, start, end) for start, end in zip(starts, starts[1:]))
+            else:
+                parts.append(CorpusPart(path))
+        return parts
+
+    def part(self, part: CorpusPart, limit: Optional[int] = None) -> "Corpus":
+        """A view of the corpus that reads only `part`, at most `limit` documents (or rows) of it."""
+        view = copy.copy(self)
+        view._part, view._part_limit = part, limit
+        return view
+
+    @property
+    def _limit(self) -> Optional[int]:
+        return self._part_limit if self._part else self.source.limit
 
     def _records(self, columns: Sequence[str]) -> Iterator[Record]:
         if self.source.builtin_corpus:
@@ -355,12 +490,14 @@ class Corpus:
             return (Record(self.name(), row, (text,)) for row, text in
                     enumerate(_builtin_split(self.source.builtin_corpus, self.source.split), start=1))
         if self._files:
-            return _read_files(self._files, columns)
+            return _read_files(self._files, columns, self._part)
         return _read_dataset(self.source, columns)
 
     def documents(self) -> Iterator[str]:
         """Each non-blank document once, stripped, up to `--limit`; fails if there is none at all."""
         self.documents_read = self.characters_read = 0
+        if self._limit == 0:  # a part after the corpus' --limit
+            return
         column = self.source.text_column
         for record in self._records((column,)):
             text = _as_text(record.values[0], column, record.where, integers=False)
@@ -370,22 +507,28 @@ class Corpus:
                 self.documents_read += 1
                 self.characters_read += len(piece)
                 yield piece
-                if self.source.limit is not None and self.documents_read >= self.source.limit:
+                if self._limit is not None and self.documents_read >= self._limit:
                     return
-        if self.documents_read == 0:
-            raise UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
+        if self.documents_read == 0 and not self._part:
+            raise self.empty_error()
 
     def records(self, columns: Sequence[str]) -> Iterator[Record]:
         """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all."""
         self.documents_read = self.characters_read = 0
-        for record in itertools.islice(self._records(columns), self.source.limit):
+        for record in itertools.islice(self._records(columns), self._limit):
             record = record._replace(values=tuple(_as_text(value, column, record.where, integers=True)
                                                   for value, column in zip(record.values, columns)))
             self.documents_read += 1
             self.characters_read += sum(len(value) for value in record.values if value)
             yield record
-        if self.documents_read == 0:
-            raise UserError(f"the corpus has no rows: {self.name()} is empty")
+        if self.documents_read == 0 and not self._part:
+            raise self.empty_error(rows=True)
+
+    def empty_error(self, rows: bool = False) -> UserError:
+        """What to say when the corpus gives no document (or, for `records`, no row) at all."""
+        if rows:
+            return UserError(f"the corpus has no rows: {self.name()} is empty")
+        return UserError(f"the corpus has no text: {self.name()} holds no non-blank document")
 
     def batches(self, batch_size: int, skip: int = 0) -> Iterator[List[str]]:
         """Documents in lists of `batch_size` (fewer when long), after the first `skip` ones.

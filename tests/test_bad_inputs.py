@@ -264,6 +264,34 @@ def span_corruption_needing_more_sentinels_than_the_t5_tokenizer_has(inputs):
             "--mean-noise-span-length", "1.5", "--output-dir", str(inputs.tmp / "out")]
 
 
+FN_API = ["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
+
+
+@row("shard", "--runner Nope", "not a runner", "FnApiRunner", absent=("out",))
+def shard_runner_beam_does_not_know(inputs):
+    return shard_flags(inputs, "--builtin-corpus", "pydoc-topics", "--runner", "Nope")
+
+
+@row("shard", "--direct_num_wrkers", "did you mean --direct_num_workers", absent=("out",))
+def shard_beam_option_misspelt(inputs):
+    return shard_flags(inputs, "--builtin-corpus", "pydoc-topics", *FN_API[:4], "--direct_num_wrkers", "2")
+
+
+@row("shard", "--tokenizer", "on this machine", "gs://", absent=("out",))
+def shard_on_dataflow_from_a_local_tokenizer(inputs):
+    return [*shard_flags(inputs, "--builtin-corpus", "pydoc-topics")[:-2], "--output-dir", "gs://bucket/shards",
+            "--runner", "DataflowRunner", "--project", "p", "--region", "us-central1", "--temp_location",
+            "gs://bucket/tmp"]
+
+
+@row("shard", "rows.jsonl row 3", "target column 'label' is empty", slow=True, absent=("out/train/manifest.json",))
+def shard_with_beam_a_bad_row_read_on_a_worker(inputs):
+    rows = [{"text": f"question {number}", "label": "" if number == 3 else "yes"} for number in range(1, 50)]
+    text_file(inputs, "rows.jsonl", "".join(json.dumps(one) + "\n" for one in rows))
+    return ["--task", "text2text", "--tokenizer", str(inputs.t5_tokenizer), "--text-files", str(inputs.tmp / "rows.jsonl"),
+            "--input-column", "text", "--target-column", "label", "--output-dir", str(inputs.tmp / "out"), *FN_API]
+
+
 # --- train ---------------------------------------------------------------------------------------------------------
 
 @row("train", "--shuffle-buffer-size", "at least 1", absent=("model",))

@@ -167,3 +167,30 @@ def test_builtin_corpus_splits_are_disjoint_and_cover_it():
     assert splits["validation"] == full[::20] and splits["test"] == full[1::20]
     with pytest.raises(UserError, match="has splits validation, test, train, not .dev."):
         corpus_from_flags("--builtin-corpus", "pydoc-topics", "--split", "dev")
+
+
+def test_parts_read_one_after_another_give_the_corpus_documents(tmp_path):
+    """Line-aligned byte ranges of a .txt file, whatever their size: Windows and old-Mac line ends, blank lines,
+    characters of several bytes, lines longer than a document, no newline at the end."""
+    path = tmp_path / "mixed.txt"
+    long_line = " ".join(f"wörd{i}" for i in range(40_000))  # ~350,000 characters: four documents
+    path.write_bytes(f"first\r\nsecond\rthird\n\n  \nfourth é ü\n{long_line}\nafter\r\n\r\nlast".encode())
+    corpus = corpus_from_flags("--text-files", str(path), str(path))
+    whole = list(corpus.documents())
+    assert len(whole) == 2 * 10
+    for part_bytes in (1, 7, 100, 150_000, 10**9):
+        parts = corpus.parts(part_bytes)
+        assert [document for part in parts for document in corpus.part(part).documents()] == whole
+        assert len(parts) > 2 or part_bytes > 150_000
+
+
+def test_gzipped_files_read_as_their_text(tmp_path):
+    import gzip
+
+    write_jsonl(tmp_path / "rows.jsonl", [{"text": "alpha"}, {"text": "beta"}])
+    for name, data in (("rows.json.gz", (tmp_path / "rows.jsonl").read_bytes()), ("lines.txt.gz", b"gamma\ndelta\n")):
+        with gzip.open(tmp_path / name, "wb") as stream:
+            stream.write(data)
+    corpus = corpus_from_flags("--text-files", str(tmp_path / "rows.json.gz"), str(tmp_path / "lines.txt.gz"))
+    assert list(corpus.documents()) == ["alpha", "beta", "gamma", "delta"]
+    assert [part.end for part in corpus.parts(1)] == [None, None]  # compressed files are read whole

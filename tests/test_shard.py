@@ -206,5 +206,6 @@ def test_bad_input_is_one_clear_line_and_nothing_is_left_behind(name, wikitext_t
 def test_help_lists_every_flag():
     result = run_module("mlm_tpu.shard", "--help")
     for flag in ["--tokenizer", "--dataset", "--text-files", "--split", "--limit", "--max-length", "--shard-size",
-                 "--output-dir", "--prefix", "--num-workers", "--batch-size", "--overwrite", "--storage-retry-seconds"]:
+                 "--output-dir", "--prefix", "--num-workers", "--batch-size", "--overwrite", "--storage-retry-seconds",
+                 "--runner", "--text-part-bytes", "--direct_num_workers", "--sdk_container_image"]:
         assert flag in result.stdout, flag

@@ -2,10 +2,14 @@
 
 import json
 import os
+import subprocess
+import sys
+
+import pytest
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from conftest import assert_user_error, run_module
+from conftest import REPO_ROOT, assert_user_error, run_module
 from fake_hub import FakeHub
 
 SPECIAL_TOKEN_IDS = {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # RoBERTa's layout: pad at 1
@@ -129,8 +133,8 @@ def test_help_lists_every_flag():
     result = run_module("mlm_tpu.tokenizer", "train", "--help")
     assert result.returncode == 0
     for flag in ["--dataset", "--dataset-config", "--split", "--text-files", "--text-column", "--builtin-corpus",
-                 "--limit", "--vocab-size", "--batch-size", "--model-max-length", "--output-dir", "--overwrite",
-                 "--push-to-hub", "--hub-model-id"]:
+                 "--limit", "--vocab-size", "--batch-size", "--model-max-length", "--sample-documents", "--seed",
+                 "--output-dir", "--overwrite", "--push-to-hub", "--hub-model-id"]:
         assert flag in result.stdout, flag
 
 
@@ -149,3 +153,57 @@ def test_push_to_hub_uploads_every_saved_file(tmp_path):
         assert (pushed / name).read_bytes() == (output_dir / name).read_bytes()
     assert f"Pushed to the Hub: {hub.endpoint}/someone/pydoc-unigram/commit/" in result.stderr
     assert "AutoTokenizer.from_pretrained(\"someone/pydoc-unigram\")" in (pushed / "README.md").read_text()
+
+
+
+PEAK_OF_CHILD = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+print(usage.ru_maxrss, file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def train_measured(output_dir, *flags):
+    """Train in a child process, as a user runs it; (exit code, stderr, the child's peak memory in MB).
+
+    A child's peak counts the memory of the process it was forked from (here, pytest's), so a small Python process
+    starts it and reports it.
+    """
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, sys.executable, "-m", "mlm_tpu.tokenizer", "train",
+                             "--output-dir", str(output_dir), *flags], env=env, cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=600)
+    return result.returncode, result.stderr, int(result.stderr.split()[-1]) / 1024
+
+
+@pytest.mark.slow
+def test_a_sample_of_a_10x_corpus_trains_in_memory_bounded_by_the_sample(wikitext_path, tmp_path):
+    """--sample-documents reads the whole corpus once but holds only the sample: the trainer sees 1,000 documents,
+    the same seed gives the same tokenizer byte for byte, another seed another sample, and the child process'
+    peak memory stays below that of training on the whole 10x corpus."""
+    corpus = tmp_path / "wikitext-10x.txt"
+    corpus.write_text(wikitext_path.read_text(encoding="utf-8") * 10, encoding="utf-8")
+    flags = ["--text-files", str(corpus), "--vocab-size", "1000"]
+    runs = {}
+    for name, extra in (("sample", ["--sample-documents", "1000", "--seed", "3"]),
+                        ("again", ["--sample-documents", "1000", "--seed", "3"]),
+                        ("other seed", ["--sample-documents", "1000", "--seed", "4"]), ("whole", [])):
+        code, stderr, peak_mb = train_measured(tmp_path / name, *flags, *extra)
+        assert code == 0, stderr
+        runs[name] = (json.loads((tmp_path / name / "tokenizer_training.json").read_text()), peak_mb,
+                      (tmp_path / name / "tokenizer.json").read_bytes())
+    print({name: f"{peak:.0f} MB" for name, (_, peak, _) in runs.items()})
+    info = runs["sample"][0]
+    read = 10 * sum(1 for line in wikitext_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert info["sample"] == {"documents": 1000, "seed": 3, "from_documents": read,
+                              "from_characters": runs["whole"][0]["characters"]}
+    assert info["documents"] == 1000 and info["characters"] < runs["whole"][0]["characters"] / 10
+    assert runs["sample"][2] == runs["again"][2] != runs["other seed"][2]
+    assert runs["sample"][1] < runs["whole"][1] and runs["other seed"][1] < runs["whole"][1]
+
+
+def test_seed_without_a_sample_is_one_line(tmp_path):
+    result = train(tmp_path / "tok", "--builtin-corpus", "pydoc-topics", "--seed", "3")
+    assert_user_error(result, "--seed", "--sample-documents")

@@ -15,13 +15,14 @@ from mlm_tpu.configuration import from_dict, merged
 PREFIX = "config."  # argparse dests of config flags: "config." + the field's dotted path
 
 
-def add_flag(parser, name: str, *more_names: str, **kwargs) -> argparse.Action:
-    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag`; a required flag's help says
-    so."""
+def add_flag(parser, name: str, *more_names: str, underscored_too: bool = True, **kwargs) -> argparse.Action:
+    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag` (unless not `underscored_too`:
+    where that spelling belongs to someone else); a required flag's help says so."""
     names = [name, *more_names]
     if kwargs.get("required") and kwargs.get("help") and "required" not in kwargs["help"].lower():
         kwargs["help"] += " (required)"
-    underscored = ["--" + n[2:].replace("-", "_") for n in names if n.startswith("--") and "-" in n[2:]]
+    underscored = ["--" + n[2:].replace("-", "_") for n in names
+                   if n.startswith("--") and "-" in n[2:] and underscored_too]
     kwargs.setdefault("dest", name.lstrip("-").replace("-", "_"))
     return parser.add_argument(*names, *[u for u in underscored if u not in names], **kwargs)
 
@@ -100,8 +101,9 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
               help="Split to read from --dataset or --builtin-corpus (train, validation, test; default: train); "
                    "commands that write data also name their output after it.")
     flags.add(group, "--text-files", nargs="+", metavar="PATH", field=prefix + "text_files",
-              help="Local files, folders or globs (quote them): .txt (one document per line, blank "
-                   "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column).")
+              help="Files, folders or globs (quote them), local or gs://: .txt (one document per line, blank "
+                   "lines skipped), .jsonl/.json, .csv and .parquet (text in --text-column); all but .parquet "
+                   "may be gzipped (.json.gz, as C4's files).")
     flags.add(group, "--text-column", field=prefix + "text_column",
               help="Column holding the text in .jsonl/.json/.csv/.parquet files and datasets (default: text).")
     flags.add(group, "--builtin-corpus", choices=sorted(BUILTIN_CORPORA), field=prefix + "builtin_corpus",

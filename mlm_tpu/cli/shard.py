@@ -1,6 +1,8 @@
 """`python -m mlm_tpu.shard` (also `mlm-tpu shard`): cut a corpus into count-named TFRecord shards."""
 
 import argparse
+import dataclasses
+import sys
 from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_verbose_flag
@@ -10,11 +12,13 @@ from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
 FLAGS = ConfigFlags(ShardingConfig)
 
 
-def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=sharding.__doc__,
+def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = False) -> argparse.ArgumentParser:
+    """The flags; `with_runner` (--runner given): Beam's pipeline options are left for Beam, so no abbreviations,
+    and --num_workers (Dataflow's worker count) is Beam's, not --num-workers'."""
+    parser = argparse.ArgumentParser(prog=prog, description=sharding.__doc__, allow_abbrev=not with_runner,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
-              help="Tokenizer folder (from `python -m mlm_tpu.tokenizer train`) or Hub name.")
+              help="Tokenizer folder, local or gs:// (from `python -m mlm_tpu.tokenizer train`), or Hub name.")
     FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation", "span-corruption"),
               help="mlm: pack documents into fixed-length examples for masked-LM pretraining (default). text2text "
                    "(or the trainer's words for it, classification and generation): one input/target example per row, "
@@ -48,7 +52,8 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
     FLAGS.add(group, "--prefix",
               help="Shard file name prefix: letters, digits, '.', '_', '-' (default: dataset). Not the task prefix "
                    "of T5 inputs: that is --source-prefix.")
-    FLAGS.add(group, "--num-workers", type=int, help="Tokenizer threads (default: every core).")
+    FLAGS.add(group, "--num-workers", underscored_too=not with_runner, type=int,
+              help="Tokenizer threads (default: every core; with --runner, 1 per Beam worker process).")
     FLAGS.add(group, "--batch-size", type=int,
               help="Documents tokenized at a time (default: 1000); memory grows with it, not with the corpus.")
     FLAGS.add(group, "--overwrite", action="store_true",
@@ -57,9 +62,27 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
                    "even so. An interrupted job needs no --overwrite: the same command finishes it.")
     FLAGS.add(group, "--storage-retry-seconds", type=float,
               help="How long gs:// calls retry transient errors before giving up (default: 120).")
+    beam = parser.add_argument_group(
+        "Apache Beam", "With --runner, the job runs as an Apache Beam pipeline on that runner and writes the same files, "
+        "byte for byte. Every other argument is a Beam pipeline option, passed to Beam as it is: e.g. --project, "
+        "--region, --temp_location, --setup_file, --requirements_file, --sdk_container_image, --num_workers, "
+        "--max_num_workers for DataflowRunner; --direct_running_mode multi_processing --direct_num_workers N for "
+        "FnApiRunner. Needs `pip install 'mlm_tpu[beam]'`.")
+    FLAGS.add(beam, "--runner", metavar="NAME",
+              help="Beam runner: DataflowRunner (Google Cloud), FlinkRunner, SparkRunner, or FnApiRunner on this "
+                   "machine (for trying a job; DirectRunner downloads Beam's Prism runner first). Default: no Beam, "
+                   "this process shards.")
+    FLAGS.add(beam, "--text-part-bytes", type=int, metavar="N",
+              help="With --runner: .txt files larger than this are read as several parts, cut at line starts, by "
+                   "different workers (default: 64 MiB).")
     add_verbose_flag(parser)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.shard") -> None:
-    shard_corpus(FLAGS.build(build_parser(prog).parse_args(argv)))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    with_runner = any(argument == "--runner" or argument.startswith("--runner=") for argument in arguments)
+    parser = build_parser(prog, with_runner)
+    args, beam_options = parser.parse_known_args(arguments) if with_runner else (parser.parse_args(arguments), [])
+    config = FLAGS.build(args)
+    shard_corpus(dataclasses.replace(config, pipeline_options=tuple(beam_options)), verbose=args.verbose)

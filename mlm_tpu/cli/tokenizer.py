@@ -25,6 +25,13 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
                          "A small corpus may yield fewer pieces; the summary says how many.")
     TRAIN_FLAGS.add(group, "--batch-size", type=int, help="Documents handed to the trainer at a time.")
     TRAIN_FLAGS.add(group, "--model-max-length", type=int, help="Longest sequence models using this tokenizer accept.")
+    TRAIN_FLAGS.add(group, "--sample-documents", type=int, metavar="N",
+                    help="Train on N documents drawn uniformly from the whole corpus (read once, holding only the "
+                         "sample: memory follows N, not the corpus size), as for a C4-sized corpus; the README's "
+                         "'Train a tokenizer' says how large a sample takes how much memory (default: every document).")
+    TRAIN_FLAGS.add(group, "--seed", type=int,
+                    help="Which sample --sample-documents draws; the same seed and corpus give the same tokenizer "
+                         "(default: 42).")
     TRAIN_FLAGS.add(group, "--output-dir", required=True,
                     help="Folder to save the tokenizer in (created if missing; other files in it are left alone). "
                          "A tokenizer already there is refused, unless --overwrite.")

@@ -103,6 +103,15 @@ class ExampleMaker:
     def restore(self, counters: Dict[str, object]) -> None:
         self.counters.update(copy.deepcopy(counters))
 
+    @staticmethod
+    def merged_counters(counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
+        """What two makers counted over two parts of a corpus, as one maker reading both would have counted it."""
+        return {key: value + more[key] for key, value in counters.items()}
+
+    def add_counters(self, more: Dict[str, object]) -> None:
+        """Count in what another maker counted over another part of the corpus (a Beam worker's)."""
+        self.counters = self.merged_counters(self.counters, more)
+
     def snapshot(self) -> Dict[str, object]:
         return copy.deepcopy(self.counters)
 
@@ -120,6 +129,11 @@ class ExampleMaker:
 
     def examples(self, piece) -> Features:
         """The complete examples now available."""
+        raise NotImplementedError
+
+    def whole_examples(self, units) -> Features:
+        """The examples the units of one whole shard make, where the split's stream of units is cut into shards
+        (the Beam pipeline's shards; the last one's units may end with a part of an example, which is dropped)."""
         raise NotImplementedError
 
     def totals(self) -> Dict[str, object]:
@@ -157,9 +171,21 @@ class PackedExamples(ExampleMaker):
         cut = min(count, len(piece))
         return piece[cut:], count - cut
 
-    def examples(self, piece: np.ndarray) -> Features:
-        chunks = self.packer.add(piece)
+    def features(self, chunks: np.ndarray) -> Features:
+        """The examples' features for rows of `max_length` tokens."""
         return {"input_ids": chunks, "attention_mask": np.ones_like(chunks)}
+
+    def examples(self, piece: np.ndarray) -> Features:
+        return self.features(self.packer.add(piece))
+
+    def whole_examples(self, units: np.ndarray) -> Features:
+        whole = len(units) // self.max_length * self.max_length
+        return self.features(units[:whole].reshape(-1, self.max_length))
+
+    @property
+    def dropped(self) -> int:
+        """Tokens after the last whole example (those the packer still holds, once the corpus is read)."""
+        return self.counters["units"] % self.max_length
 
     def totals(self) -> Dict[str, object]:
         if self.counters["units"] < self.max_length:
@@ -167,11 +193,11 @@ class PackedExamples(ExampleMaker):
                             f"--max-length {self.max_length}: nothing was written; use more text or a smaller "
                             "--max-length")
         return {"documents": self.counters["documents"], "corpus_tokens": self.counters["units"],
-                "dropped_tokens": self.packer.remainder}
+                "dropped_tokens": self.dropped}
 
     def summary(self) -> str:
         return (f"from {self.counters['documents']:,} documents ({self.counters['units']:,} tokens, "
-                f"{self.packer.remainder:,} dropped at the end)")
+                f"{self.dropped:,} dropped at the end)")
 
 
 class RawRows(PackedExamples):
@@ -184,5 +210,5 @@ class RawRows(PackedExamples):
         super().__init__(tokenizer, num_threads, raw_length)
         self.feature_lengths = {"input_ids": raw_length}
 
-    def examples(self, piece: np.ndarray) -> Features:
-        return {"input_ids": self.packer.add(piece)}
+    def features(self, chunks: np.ndarray) -> Features:
+        return {"input_ids": chunks}

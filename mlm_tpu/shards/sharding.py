@@ -17,6 +17,11 @@ the noise density, mean span length and the lengths.
 Shards go to `<output-dir>/<split>/<prefix>-<index>-<count>.tfrecord`, locally or on gs://,
 with a manifest.json written last. Re-running an interrupted job finishes it; a second job on a
 split another one is writing stops with one line (claim.py).
+
+--runner NAME [Beam pipeline options]: the same job as an Apache Beam pipeline on that runner
+(DataflowRunner, FlinkRunner, SparkRunner; FnApiRunner on this machine), writing the same files
+byte for byte, however many workers run it (beam_job.py, beam_pipeline.py). Needs `pip install
+'mlm_tpu[beam]'`.
 """
 
 import dataclasses
@@ -66,6 +71,9 @@ class ShardingConfig:
     batch_size: int = setting(1000, low=1)  # documents tokenized at a time
     overwrite: bool = False  # replace the shards and manifest an earlier job wrote in the split's folder
     storage_retry_seconds: float = setting(120.0, low=0)  # how long gs:// calls retry transient errors
+    runner: Optional[str] = None  # run as an Apache Beam pipeline on this runner (None: in this process)
+    pipeline_options: Tuple[str, ...] = ()  # with runner: Beam pipeline options, passed through
+    text_part_bytes: int = setting(64 * 2**20, low=1)  # with runner: .txt files are read in parts of this size
 
 
 def check_config(config: ShardingConfig) -> ShardingConfig:
@@ -78,6 +86,9 @@ def check_config(config: ShardingConfig) -> ShardingConfig:
         looks_like_a_task_prefix = " (a task prefix such as 'quality:' before every input is --source-prefix)"
         raise UserError(f"--prefix names the shard files and may hold letters, digits, '.', '_' and '-', not "
                         f"'{config.prefix}'{looks_like_a_task_prefix if task == TEXT2TEXT else ''}")
+    if config.pipeline_options and not config.runner:
+        raise UserError(f"{config.pipeline_options[0]} is a Beam pipeline option, for sharding with --runner "
+                        "(e.g. --runner FnApiRunner, or DataflowRunner); without --runner it is not a flag of shard")
     text2text_flags = {"--input-column": config.input_columns, "--target-column": config.target_column,
                        "--source-prefix": config.source_prefix}
     if task != TEXT2TEXT:
@@ -143,9 +154,26 @@ def settings_of(config: ShardingConfig, maker: ExampleMaker, corpus: Corpus) -> 
     return settings
 
 
-def shard_corpus(config: ShardingConfig) -> dict:
-    """Run the whole job; return the split's manifest."""
+def example_description(config: ShardingConfig, maker: ExampleMaker) -> str:
+    """What the job writes, in words, for its log lines."""
+    return {MLM: f"{config.max_length}-token examples",
+            SPAN_CORRUPTION: f"{maker.max_length}-token raw rows (corrupted while training into "
+                             f"{config.max_length}-token inputs)",
+            TEXT2TEXT: f"examples of {config.max_length} input and {config.max_target_length} target tokens"}[
+        config.task]
+
+
+def shard_corpus(config: ShardingConfig, verbose: bool = False) -> dict:
+    """Run the whole job (here, or as a Beam pipeline with `config.runner`); return the split's manifest.
+
+    `verbose`: with a runner on this machine, also show what Beam and its worker processes print.
+    """
     config = check_config(config)
+    beam_job = None
+    if config.runner:  # Beam, the runner and its options are checked before anything else
+        from mlm_tpu.shards.beam_job import BeamJob
+
+        beam_job = BeamJob(config, verbose)
     corpus = Corpus(config.corpus)
     tokenizer = load_tokenizer(config.tokenizer, fast=True)
     for warning in check_max_length(config.max_length, tokenizer):
@@ -161,6 +189,8 @@ def shard_corpus(config: ShardingConfig) -> dict:
             log(f"{storage.location()} is already complete ({len(writer.shards)} shards, manifest verified); "
                 "nothing to do. Pass --overwrite to make it again.")
             return writer.manifest
+        if beam_job:
+            return beam_job.run(corpus, maker, writer, claim)
         return _write_split(config, corpus, maker, writer, start, claim)
 
 
@@ -171,11 +201,7 @@ def _write_split(config: ShardingConfig, corpus: Corpus, maker: ExampleMaker, wr
         maker.restore(start.counters)
         log(f"Resuming: {start.shards} shards already written and verified; re-reading the corpus "
             f"from document {start.counters['documents']:,}")
-    lengths = {MLM: f"{config.max_length}-token examples",
-               SPAN_CORRUPTION: f"{maker.max_length}-token raw rows (corrupted while training into "
-                                f"{config.max_length}-token inputs)",
-               TEXT2TEXT: f"examples of {config.max_length} input and {config.max_target_length} target tokens"}[
-        config.task]
+    lengths = example_description(config, maker)
     log(f"Sharding {corpus.name()} into {lengths}, {config.shard_size} per shard, -> {writer.storage.location()}")
     started = time.perf_counter()
     units_at_start = maker.counters["units"]

@@ -6,15 +6,12 @@ under a shard's name. GCS goes through google-cloud-storage (which honours
 `STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
 """
 
-import re
 import os
 import tempfile
 from typing import Dict, Optional
 
-from mlm_tpu.errors import UserError, reason_of
-
-
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")  # GCS' naming rules (dotted names up to 222)
+from mlm_tpu.cloud_storage import bucket_and_path, gcs_call, make_client
+from mlm_tpu.errors import UserError
 
 
 class LocalStorage:
@@ -96,52 +93,19 @@ class GcsStorage:
 
     def __init__(self, url: str, retry_seconds: float):
         from google.api_core import exceptions
-        from google.cloud import storage
         from google.cloud.storage.retry import DEFAULT_RETRY
 
         self._exceptions = exceptions
-        bucket_name, _, prefix = url[len("gs://"):].partition("/")
-        if not bucket_name:
-            raise UserError(f"'{url}' names no bucket; write gs://BUCKET/PATH")
-        if not BUCKET_NAME.fullmatch(bucket_name):
-            raise UserError(f"'{bucket_name}' in {url} is not a valid bucket name (3 to 63 lowercase letters, digits, "
-                            "dashes, underscores and dots, starting and ending with a letter or digit); fix the "
-                            "gs:// path")
+        bucket_name, prefix = bucket_and_path(url)
         self.url = url.rstrip("/")
         self.prefix = prefix.strip("/")
         self.retry = DEFAULT_RETRY.with_timeout(retry_seconds)
         self.timeout = max(1.0, min(60.0, retry_seconds))
-        self.client = self._call(f"connect to Google Cloud Storage for {url}", self._make_client, storage)
+        self.client = gcs_call(f"connect to Google Cloud Storage for {url}", make_client)
         self.bucket = self.client.bucket(bucket_name)
-        if not self._call(f"find bucket gs://{bucket_name}", self.bucket.exists, retry=self.retry, timeout=self.timeout):
+        if not gcs_call(f"find bucket gs://{bucket_name}", self.bucket.exists, retry=self.retry, timeout=self.timeout):
             raise UserError(f"bucket gs://{bucket_name} does not exist; create it "
                             f"(`gcloud storage buckets create gs://{bucket_name}`) or fix --output-dir")
-
-    @staticmethod
-    def _make_client(storage):
-        if os.environ.get("STORAGE_EMULATOR_HOST"):
-            from google.auth.credentials import AnonymousCredentials
-
-            return storage.Client(project="emulator", credentials=AnonymousCredentials())
-        return storage.Client()
-
-    def _call(self, what: str, function, *args, **kwargs):
-        """Run one storage call; turn whatever fails (after retries) into one clear line."""
-        import google.auth.exceptions
-        import requests
-
-        try:
-            return function(*args, **kwargs)
-        except (self._exceptions.NotFound, self._exceptions.PreconditionFailed):
-            raise
-        except self._exceptions.Forbidden as error:
-            raise UserError(f"cannot {what}: permission denied ({reason_of(error)}); check the account's "
-                            "roles on the bucket") from None
-        except google.auth.exceptions.DefaultCredentialsError:
-            raise UserError(f"cannot {what}: no Google Cloud credentials; run "
-                            "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
-        except (self._exceptions.GoogleAPIError, requests.exceptions.RequestException, OSError) as error:
-            raise UserError(f"cannot {what}: storage unreachable or failing after retries ({reason_of(error)})") from None
 
     def location(self, name: str = "") -> str:
         return f"{self.url}/{name}"
@@ -152,22 +116,22 @@ class GcsStorage:
     def sizes(self) -> Dict[str, int]:
         """Each object of the split (not those of deeper prefixes) and its size in bytes."""
         start = len(self.prefix) + 1 if self.prefix else 0
-        blobs = self._call(f"list {self.url}", lambda: list(self.client.list_blobs(
+        blobs = gcs_call(f"list {self.url}", lambda: list(self.client.list_blobs(
             self.bucket, prefix=f"{self.prefix}/" if self.prefix else None, retry=self.retry, timeout=self.timeout)))
         return {blob.name[start:]: blob.size for blob in sorted(blobs, key=lambda blob: blob.name)
                 if "/" not in blob.name[start:]}
 
     def write(self, name: str, data: bytes) -> None:
         blob = self.bucket.blob(self._object(name))
-        self._call(f"upload {self.location(name)}", blob.upload_from_string, data,
-                   content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+        gcs_call(f"upload {self.location(name)}", blob.upload_from_string, data,
+                 content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
 
     def create(self, name: str, data: bytes) -> bool:
         """Write `name` only if no object of that name exists (generation precondition 0); whether it did."""
         blob = self.bucket.blob(self._object(name))
         try:
-            self._call(f"upload {self.location(name)}", blob.upload_from_string, data, if_generation_match=0,
-                       content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
+            gcs_call(f"upload {self.location(name)}", blob.upload_from_string, data, if_generation_match=0,
+                     content_type="application/octet-stream", retry=self.retry, timeout=self.timeout)
         except self._exceptions.PreconditionFailed:
             return False
         return True
@@ -175,15 +139,15 @@ class GcsStorage:
     def read(self, name: str) -> Optional[bytes]:
         blob = self.bucket.blob(self._object(name))
         try:
-            return self._call(f"read {self.location(name)}", blob.download_as_bytes, retry=self.retry,
-                              timeout=self.timeout)
+            return gcs_call(f"read {self.location(name)}", blob.download_as_bytes, retry=self.retry,
+                            timeout=self.timeout)
         except self._exceptions.NotFound:
             return None
 
     def delete(self, name: str) -> None:
         try:
-            self._call(f"delete {self.location(name)}", self.bucket.delete_blob, self._object(name),
-                       retry=self.retry, timeout=self.timeout)
+            gcs_call(f"delete {self.location(name)}", self.bucket.delete_blob, self._object(name),
+                     retry=self.retry, timeout=self.timeout)
         except self._exceptions.NotFound:
             pass
 

@@ -51,6 +51,15 @@ def padded_inputs(sequences: List[Sequence[int]], length: int, pad_id: int) -> F
             "attention_mask": (np.arange(length)[None, :] < real[:, None]).astype(np.int64)}
 
 
+def merged_target_counts(counts: Optional[Dict[str, int]], more: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
+    """Two counts of distinct targets as one, or None (too many to count) once they exceed MAX_COUNTED_TARGETS."""
+    if counts is None or more is None:
+        return None
+    merged = Counter(counts)
+    merged.update(more)
+    return dict(sorted(merged.items())) if len(merged) <= MAX_COUNTED_TARGETS else None
+
+
 class Text2TextExamples(ExampleMaker):
     """One example per corpus row: inputs from `input_columns` (and `source_prefix`), labels from `target_column`."""
 
@@ -110,12 +119,13 @@ class Text2TextExamples(ExampleMaker):
         return {**inputs, "labels": labels}
 
     def _count_targets(self, targets: Sequence[str]) -> None:
-        counts: Optional[Dict[str, int]] = self.counters["target_counts"]
-        if counts is None:
-            return
-        merged = Counter(counts)
-        merged.update(targets)
-        self.counters["target_counts"] = dict(sorted(merged.items())) if len(merged) <= MAX_COUNTED_TARGETS else None
+        self.counters["target_counts"] = merged_target_counts(self.counters["target_counts"], Counter(targets))
+
+    @staticmethod
+    def merged_counters(counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
+        numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
+                                                if key != "target_counts"}, more)
+        return {**numbers, "target_counts": merged_target_counts(counters["target_counts"], more["target_counts"])}
 
     def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
         cut = min(count, len(piece["input_ids"]))
@@ -123,6 +133,9 @@ class Text2TextExamples(ExampleMaker):
 
     def examples(self, piece: Features) -> Features:
         return piece
+
+    def whole_examples(self, units: Features) -> Features:
+        return units
 
     def totals(self) -> Dict[str, object]:
         return {key: self.counters[key] for key in ("documents", "input_tokens", "target_tokens", "truncated_inputs",

@@ -6,6 +6,8 @@ written and where the corpus stood when the last one was (the example maker's co
 re-run with the same settings re-reads and checks those shards, keeps them, and restarts there.
 The manifest, or while a job runs its progress file, is also the split's record of what mlm_tpu
 wrote there: --overwrite deletes only what it names, and a shard it does not name is never replaced.
+`write_shard` and `write_manifest` are the only writers of a split's files: the local job's
+`ShardWriter` and the Beam pipeline's DoFns (beam_pipeline.py) both call them.
 """
 
 from dataclasses import asdict, dataclass
@@ -67,6 +69,39 @@ class ShardInfo:
     crc32c: str
 
 
+def write_shard(storage, prefix: str, index: int, examples: Features) -> ShardInfo:
+    """Store shard number `index` holding `examples`, named by its record count; return its manifest entry.
+
+    One call writes the whole file under its final name at once (storage.py), so writing it again (a
+    retried bundle, a re-run) leaves the same complete file.
+    """
+    rows = len(examples["input_ids"])
+    data = frame_records(serialize_examples(examples))
+    name = shard_name(prefix, index, rows)
+    storage.write(name, data)
+    return ShardInfo(name, rows, len(data), crc32c_base64(data))
+
+
+def manifest_of(settings: Dict[str, object], feature_lengths: Dict[str, int], totals: Dict[str, object],
+                shards: List[ShardInfo]) -> dict:
+    """What manifest.json says of a complete split."""
+    records = sum(shard.count for shard in shards)
+    return {
+        "settings": settings,
+        "features": manifest_features(feature_lengths),
+        **totals,
+        "records": records,
+        "tokens": records * feature_lengths["input_ids"],
+        "shards": [asdict(shard) for shard in shards],
+    }
+
+
+def write_manifest(storage, prefix: str, manifest: dict) -> None:
+    """Mark the split complete: the manifest, then no more progress file."""
+    storage.write(MANIFEST, encode_json(manifest))
+    storage.delete(progress_name(prefix))
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """Where a job (re)starts: the example maker's counters then (none: from the start), full shards kept."""
@@ -111,6 +146,11 @@ class ShardWriter:
         for name in sorted(ours, key=lambda name: name == kind):  # the record last
             self.storage.delete(name)
         return ResumePoint()
+
+    def read_manifest(self) -> dict:
+        """The manifest of the split, once a job has finished it."""
+        return parse_json(self.storage.read(MANIFEST) or b"", f"the manifest {self.storage.location(MANIFEST)}",
+                          "pass --overwrite to make the split again")
 
     def _refuse_other_settings(self, recorded: Dict[str, object], what: str) -> None:
         differing = sorted(key for key in self.settings if recorded.get(key) != self.settings[key])
@@ -170,34 +210,25 @@ class ShardWriter:
         while self._pending_rows >= self.shard_size:
             pending = _concatenate(self._pending)
             self._write({name: array[:self.shard_size] for name, array in pending.items()})
-            self.storage.write(progress_name(self.prefix), encode_json(
-                {"settings": self.settings, "shards": len(self.shards), "counters": counters_before_batch}))
+            self.save_progress(counters_before_batch)
             rest = {name: array[self.shard_size:] for name, array in pending.items()}
             self._pending_rows = len(rest["input_ids"])
             self._pending = [rest] if self._pending_rows else []
 
+    def save_progress(self, counters: Optional[dict]) -> None:
+        """Record the settings, the full shards kept so far and the counters a re-run restarts from (None: from
+        the start, skipping the kept shards' examples)."""
+        self.storage.write(progress_name(self.prefix), encode_json(
+            {"settings": self.settings, "shards": len(self.shards), "counters": counters}))
+
     def _write(self, examples: Features) -> None:
-        rows = len(examples["input_ids"])
-        data = frame_records(serialize_examples(examples))
-        name = shard_name(self.prefix, len(self.shards), rows)
-        self.storage.write(name, data)
-        self.shards.append(ShardInfo(name, rows, len(data), crc32c_base64(data)))
+        self.shards.append(write_shard(self.storage, self.prefix, len(self.shards), examples))
 
     def finish(self, totals: Dict[str, object]) -> dict:
         """Write the last, shorter shard and then the manifest; return the manifest."""
         if self._pending_rows:
             self._write(_concatenate(self._pending))
             self._pending, self._pending_rows = [], 0
-        records = self.records
-        manifest = {
-            "settings": self.settings,
-            "features": manifest_features(self.feature_lengths),
-            **totals,
-            "records": records,
-            "tokens": records * self.feature_lengths["input_ids"],
-            "shards": [asdict(shard) for shard in self.shards],
-        }
-        self.storage.write(MANIFEST, encode_json(manifest))
-        self.storage.delete(progress_name(self.prefix))
-        self.manifest = manifest
-        return manifest
+        self.manifest = manifest_of(self.settings, self.feature_lengths, totals, self.shards)
+        write_manifest(self.storage, self.prefix, self.manifest)
+        return self.manifest

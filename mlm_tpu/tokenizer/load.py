@@ -1,23 +1,44 @@
 """Loading a saved tokenizer for any command, with a clear error for a folder that holds none or a damaged one."""
 
+import atexit
 import os
+import shutil
+import tempfile
+from typing import Dict
 
+from mlm_tpu import cloud_storage
 from mlm_tpu.errors import UserError, reason_of
 
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt")
 MAKE_ONE = "make one with `python -m mlm_tpu.tokenizer train`"
 
 
+_COPIES: Dict[str, str] = {}  # gs:// tokenizer folder -> its local copy, made once per process
+
+
+def _local_copy(url: str, flag: str) -> str:
+    """A gs:// tokenizer folder (what the workers of a Beam job on Dataflow read) copied to a temporary folder."""
+    if url not in _COPIES:
+        folder = tempfile.mkdtemp(prefix="mlm_tpu-tokenizer-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        if not cloud_storage.download_folder(url, folder):
+            raise UserError(f"{flag} {url} holds no files; copy a tokenizer folder there "
+                            f"(`gcloud storage cp -r TOKENIZER_FOLDER {url}`), or {MAKE_ONE}")
+        _COPIES[url] = folder
+    return _COPIES[url]
+
+
 def load_tokenizer(name_or_path: str, flag: str = "--tokenizer", fast: bool = False):
-    """`AutoTokenizer.from_pretrained`; with `fast`, refuse a slow (Python) tokenizer."""
+    """`AutoTokenizer.from_pretrained` (a folder, a gs:// folder or a Hub name); with `fast`, refuse a slow (Python)
+    tokenizer."""
     from transformers import AutoTokenizer
 
-    if os.path.isdir(name_or_path) and not any(os.path.isfile(os.path.join(name_or_path, name))
-                                               for name in TOKENIZER_FILES):
+    source = _local_copy(name_or_path, flag) if cloud_storage.is_gcs(name_or_path) else name_or_path
+    if os.path.isdir(source) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
         raise UserError(f"{flag} '{name_or_path}' holds no tokenizer (no tokenizer.json); pass the folder of one "
                         f"(a model folder saved by mlm_tpu holds its tokenizer), or {MAKE_ONE}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError):
         raise UserError(f"{flag} '{name_or_path}' is not a tokenizer folder nor a reachable Hub name "
                         f"({MAKE_ONE})") from None

@@ -2,7 +2,8 @@
 
 The result is a `save_pretrained` folder that `AutoTokenizer.from_pretrained` loads, plus
 `tokenizer_training.json` saying how it was made. It is always saved locally, and pushed to the
-Hub when asked.
+Hub when asked. With `--sample-documents N` it trains on a uniform, seeded sample of N documents
+of the corpus, read in one pass holding only the sample (sample.py): how a C4-sized corpus is done.
 """
 
 import json
@@ -24,11 +25,13 @@ from mlm_tpu.errors import UserError, os_reason
 from mlm_tpu.hub import push_folder_to_hub
 from mlm_tpu.output_dir import TOKENIZER_FOLDER, check_output_dir, staged_output_dir
 from mlm_tpu.tokenizer.card import tokenizer_card_text
+from mlm_tpu.tokenizer.sample import reservoir_sample
 from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
 DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
 MAX_VOCAB_SIZE = 2**20  # above the largest vocabularies in use (256 K); the trainer's memory grows with it
+DEFAULT_SEED = 42
 
 
 @dataclass
@@ -41,6 +44,8 @@ class TokenizerTrainingConfig:
     vocab_size: int = setting(DEFAULT_VOCAB_SIZE, low=1, high=MAX_VOCAB_SIZE)  # special tokens included
     batch_size: int = setting(1000, low=1)  # documents handed to the trainer at a time
     model_max_length: int = setting(512, low=2)  # longest sequence a model using the tokenizer accepts
+    sample_documents: Optional[int] = setting(None, low=1)  # train on a uniform sample of this many documents
+    seed: Optional[int] = setting(None, low=0)  # which sample (default: DEFAULT_SEED)
     overwrite: bool = False  # replace the files an earlier mlm_tpu command wrote in output_dir (never others)
     push_to_hub: bool = False
     hub_model_id: Optional[str] = None  # implies push_to_hub
@@ -55,14 +60,23 @@ def check_config(config: TokenizerTrainingConfig) -> None:
         raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
                         f"tokens alone take {reserved} ids; use at least {reserved + 1} (the reference uses "
                         f"{DEFAULT_VOCAB_SIZE})")
+    if config.seed is not None and config.sample_documents is None:
+        raise UserError("--seed chooses the sample of --sample-documents; give --sample-documents N too, or drop --seed")
     check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)
 
 
-def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, vocab_size: int, seconds: float) -> dict:
+def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: Optional[List[str]],
+                   vocab_size: int, seconds: float) -> dict:
+    """What tokenizer_training.json records; `trained_on`: the sample, if there was one."""
+    sample = {}
+    if trained_on is not None:
+        sample = {"sample": {"documents": config.sample_documents, "seed": _seed(config),
+                             "from_documents": corpus.documents_read, "from_characters": corpus.characters_read}}
     return {
         "corpus": corpus.source.describe(),
-        "documents": corpus.documents_read,
-        "characters": corpus.characters_read,
+        **sample,
+        "documents": corpus.documents_read if trained_on is None else len(trained_on),
+        "characters": corpus.characters_read if trained_on is None else sum(map(len, trained_on)),
         "template": config.template,
         "vocab_size_requested": config.vocab_size,
         "vocab_size": vocab_size,
@@ -81,6 +95,18 @@ def _progress_batches(corpus: Corpus, batch_size: int) -> Iterator[List[str]]:
             yield batch
 
 
+def _seed(config: TokenizerTrainingConfig) -> int:
+    return DEFAULT_SEED if config.seed is None else config.seed
+
+
+def _sample(corpus: Corpus, config: TokenizerTrainingConfig) -> List[str]:
+    """--sample-documents documents of the corpus, drawn uniformly in one pass that holds only them."""
+    with progress(corpus.documents(), desc=f"sampling {corpus.name()}", unit=" docs", total=corpus.source.limit) as read:
+        sample = reservoir_sample(read, config.sample_documents, _seed(config))
+    log(f"Sampled {len(sample):,} of {corpus.documents_read:,} documents (seed {_seed(config)}); training on them")
+    return sample
+
+
 def train_tokenizer(config: TokenizerTrainingConfig) -> str:
     """Train, save (atomically) and optionally push; return the output folder."""
     check_config(config)
@@ -88,12 +114,14 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
     template = TEMPLATES[config.template]
     log(f"Training a Unigram tokenizer ({template.name} template, vocabulary {config.vocab_size}) on {corpus.name()}")
     started = time.perf_counter()
+    sample = _sample(corpus, config) if config.sample_documents else None
+    batches = (_progress_batches(corpus, config.batch_size) if sample is None else
+               (sample[start:start + config.batch_size] for start in range(0, len(sample), config.batch_size)))
     # The trainer draws its own bars on stdout; off a terminal they are only blank lines.
-    tokenizer = train_unigram(_progress_batches(corpus, config.batch_size), config.vocab_size, template,
-                              show_progress=sys.stdout.isatty())
+    tokenizer = train_unigram(batches, config.vocab_size, template, show_progress=sys.stdout.isatty())
     seconds = time.perf_counter() - started
     wrapped = as_transformers_tokenizer(tokenizer, config.model_max_length, template)
-    info = _training_info(config, corpus, tokenizer.get_vocab_size(), seconds)
+    info = _training_info(config, corpus, sample, tokenizer.get_vocab_size(), seconds)
     name = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
     try:
         with staged_output_dir(config.output_dir) as staging:
