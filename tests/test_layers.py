@@ -19,7 +19,7 @@ from conftest import REPO_ROOT
 PACKAGE = REPO_ROOT / "mlm_tpu"
 # Helpers every layer may use. A new one belongs here only if it imports nothing but these.
 BASE_HELPERS = ("mlm_tpu", "mlm_tpu.errors", "mlm_tpu.console", "mlm_tpu.configuration", "mlm_tpu.jsonfiles",
-                "mlm_tpu.claim", "mlm_tpu.output_dir", "mlm_tpu.hub")
+                "mlm_tpu.claim", "mlm_tpu.output_dir", "mlm_tpu.hub", "mlm_tpu.cloud_storage")
 STAGES = ("mlm_tpu.corpus", "mlm_tpu.tokenizer", "mlm_tpu.shards", "mlm_tpu.model_folder", "mlm_tpu.training")
 ENTRY_POINT = "__main__.py"  # `python -m` entry points: part of the command-line layer wherever Python wants them
 FRONT_DOOR = PACKAGE / "__init__.py"  # `mlm_tpu`: __version__ for everyone, and the API lent on first use (not checked)
