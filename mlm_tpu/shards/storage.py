@@ -60,17 +60,23 @@ class LocalStorage:
                 os.remove(temporary)
 
     def create(self, name: str, data: bytes) -> bool:
-        """Write `name` only if it does not exist yet (atomically: of two jobs, one wins); whether it did."""
+        """Write `name` only if it does not exist yet, whole, atomically (of two jobs, one wins, and the other reads
+        what the winner wrote, never an empty file); whether it did."""
         self._make_folder()
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
         try:
-            descriptor = os.open(self.location(name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(data)
+            os.chmod(temporary, 0o644)
+            try:
+                os.link(temporary, self.location(name))  # fails if the name exists: O_EXCL with the content in
+            except FileExistsError:
+                return False
+            return True
         except OSError as error:
             raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        return True
+        finally:
+            os.remove(temporary)
 
     def read(self, name: str) -> Optional[bytes]:
         try:
