@@ -28,6 +28,9 @@ from test_resume import assert_same_run, resumed_at, step_losses, weights
 
 from mlm_tpu.model_folder.card import FACTS_FILE
 from mlm_tpu.output_dir import RECORD
+
+pytestmark = pytest.mark.slow  # worker processes, each loading TensorFlow and training
+
 LEARNING_RATE = 1e-3
 STEPS = 12
 
