@@ -24,7 +24,6 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
-from transformers import create_optimizer
 
 import mlm_tpu
 from mlm_tpu.claim import claimed
@@ -38,11 +37,13 @@ from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.shards.text2text_packing import distributed_packed_training_dataset, packed_steps_per_epoch
 from mlm_tpu.tasks import make_task
 from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.dropout import key_dropout_by_step
-from mlm_tpu.training.hardware import describe, set_up
+from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
+from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 from mlm_tpu.training.task import Task
@@ -121,7 +122,9 @@ def find_training_shards(config: TrainingConfig, task: Task):
 def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
     global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
-    per_epoch = steps_per_epoch(shards, config.per_replica_batch_size, strategy)
+    per_epoch = (packed_steps_per_epoch(shards, config.per_replica_batch_size, strategy, seed=config.seed,
+                                        window=config.shuffle_buffer_size) if config.pack
+                 else steps_per_epoch(shards, config.per_replica_batch_size, strategy))
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -131,38 +134,46 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
 
 
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
-    """The task's model, built, and AdamW with warmup then linear decay (`create_optimizer`)."""
+    """The task's model, built, and its optimizer with its state (training/optimizers.py)."""
     try:
         model = task.build_model(config, tokenizer, shards)
     except ValueError as error:  # transformers' configs refuse shapes they cannot have (heads not dividing width)
         raise UserError(f"the model cannot be built with these settings: {reason_of(error)}; fix --model-config or "
                         "--config-overrides") from None
     model.build_in_name_scope()  # the weights exist before a backup is restored into them
-    optimizer, _ = create_optimizer(init_lr=config.learning_rate, num_train_steps=plan.total_steps,
-                                    num_warmup_steps=int(plan.total_steps * config.warmup_ratio),
-                                    weight_decay_rate=config.weight_decay_rate)
-    optimizer.iterations  # created now, under the strategy, so the backup restores the step into it
+    optimizer = make_optimizer(config, plan.total_steps)
+    create_state(optimizer, model.trainable_variables)  # now, under the strategy: its size is known, a backup restores
+    log(describe_optimizer(config, optimizer, model))
     return model, optimizer
 
 
-def make_train_steps(strategy, model, optimizer, dropout_keys):
+def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None):
     """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (mean over replicas),
-    scored positions predicted right, and scored positions."""
+    scored positions predicted right, and scored positions. `jit_compile`: each replica's forward and backward pass
+    is compiled with XLA (the gradients' sum over replicas and the update stay outside, where the strategy does them).
+    `forward(model, batch, training)` gives the outputs (default: the model called on the batch)."""
     replicas = strategy.num_replicas_in_sync
 
-    def replica_step(batch):
+    def gradients_and_counts(batch):
         dropout_keys.start_step(optimizer.iterations)
         with tf.GradientTape() as tape:
-            outputs = model(**batch, training=True)
+            outputs = forward(model, batch, True) if forward else model(**batch, training=True)
             loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) / replicas
-        variables = model.trainable_variables
-        gradients = tape.gradient(loss, variables)
-        optimizer.apply_gradients([(gradient, variable) for gradient, variable in zip(gradients, variables)
-                                   if gradient is not None])
+        gradients = tape.gradient(loss, model.trainable_variables)
         labels = tf.cast(batch["labels"], tf.int32)
         scored = tf.not_equal(labels, IGNORE_INDEX)
         right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
-        return tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))])
+        return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
+                                    tf.reduce_sum(tf.cast(scored, tf.float32))])
+
+    if jit_compile:
+        gradients_and_counts = tf.function(gradients_and_counts, jit_compile=True)
+
+    def replica_step(batch):
+        gradients, counts = gradients_and_counts(batch)
+        optimizer.apply_gradients([(gradient, variable) for gradient, variable in
+                                   zip(gradients, model.trainable_variables) if gradient is not None])
+        return counts
 
     @tf.function
     def train_steps(iterator, steps):
@@ -184,8 +195,9 @@ class Trainer:
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
-        config, task = self.config, self.task
-        check_config(config, task)
+        check_config(self.config, self.task)
+        config, task = with_schedule_defaults(self.config), self.task
+        self.config = config
         strategy = set_up(config.hardware)
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
@@ -230,15 +242,23 @@ class Trainer:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
-                                               task.make_transform(tokenizer), seed=config.seed,
-                                               window=config.shuffle_buffer_size,
-                                               steps_per_epoch=plan.steps_per_epoch, start_step=step,
-                                               vocab_size=model.config.vocab_size)
+        if config.pack:
+            dataset = distributed_packed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
+                                                          seed=config.seed, window=config.shuffle_buffer_size,
+                                                          steps_per_epoch=plan.steps_per_epoch, start_step=step,
+                                                          vocab_size=model.config.vocab_size)
+        else:
+            dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
+                                                   task.make_transform(tokenizer), seed=config.seed,
+                                                   window=config.shuffle_buffer_size,
+                                                   steps_per_epoch=plan.steps_per_epoch, start_step=step,
+                                                   vocab_size=model.config.vocab_size)
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
                      describe(strategy), BackupRecord(step, {}, settings, changes), claim)
         try:
-            loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
+            loop.train(make_train_steps(strategy, model, optimizer, dropout_keys,
+                                        wants_jit_compile(config.jit_compile, config.hardware),
+                                        task.training_outputs), iter(dataset), step)
         except BaseException:
             if pusher:
                 pusher.abandon()
