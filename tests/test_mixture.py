@@ -7,8 +7,6 @@ from mlm_tpu.errors import UserError
 
 
 def test_the_members_of_2000_steps_come_at_the_asked_rates_within_2_points():
-    import tensorflow as tf
-
     from mlm_tpu.shards.mixture import member_order
 
     rates = [0.5, 0.3, 0.2]
