@@ -15,7 +15,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +41,7 @@ def make_shards(work: Path, max_length: int, examples: int) -> Path:
     return work / "shards" / "train"
 
 
-def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: bool, rounds: int = 3) -> dict:
+def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: bool) -> dict:
     import tensorflow as tf
     import tf_keras as keras
     from transformers import TFT5ForConditionalGeneration
@@ -54,9 +53,8 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     from mlm_tpu.t5.packed import packed_outputs
     from mlm_tpu.t5.presets import config_for
     from mlm_tpu.tokenizer.load import load_tokenizer
-    from mlm_tpu.training.dropout import key_dropout_by_step
     from mlm_tpu.training.optimizers import Adafactor
-    from mlm_tpu.training.trainer import make_train_steps
+    from train_throughput import own_loop_seconds_per_step
 
     shards = find_shards(str(folder / "train"), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
     tokenizer = load_tokenizer(str(folder.parent / "tokenizer"))
@@ -76,18 +74,8 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     for batch in dataset.take(per_epoch):
         real = batch["input_segments"] > 0 if pack else batch["attention_mask"] > 0
         padding.append(1 - float(tf.reduce_mean(tf.cast(real, tf.float32))))
-    forward = (lambda model, batch, training: packed_outputs(model, batch, training)) if pack else None
-    train_steps = make_train_steps(tf.distribute.get_strategy(), model, Adafactor(1e-3),
-                                   key_dropout_by_step(model, 0), forward=forward)
-    iterator = iter(dataset.repeat())
-    one = tf.constant(1)
-    best = float("inf")
-    for round_number in range(rounds + 1):
-        started = time.perf_counter()
-        for _ in range(steps):
-            train_steps(iterator, one).numpy()
-        if round_number:
-            best = min(best, (time.perf_counter() - started) / steps)
+    best = own_loop_seconds_per_step(dataset.repeat(), model, Adafactor(1e-3), steps,
+                                     forward=packed_outputs if pack else None)
     return {"examples_per_second": batch_size * examples_per_row / best, "seconds_per_step": best,
             "examples_per_row": examples_per_row, "padding": sum(padding) / len(padding)}
 

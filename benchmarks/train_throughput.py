@@ -83,15 +83,16 @@ def keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps, rounds=
     return min(timer.seconds[1:]) / steps
 
 
-def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False):
-    """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution."""
+def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, forward=None):
+    """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution
+    (`forward`: the task's, as make_train_steps takes it)."""
     import tensorflow as tf
 
     from mlm_tpu.training.dropout import key_dropout_by_step
     from mlm_tpu.training.trainer import make_train_steps
 
     strategy = tf.distribute.get_strategy()
-    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0), jit_compile)
+    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0), jit_compile, forward)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
     best = float("inf")
