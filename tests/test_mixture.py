@@ -1,5 +1,7 @@
 """Task mixtures: each example's member drawn from (seed, step), at the asked rates; bad rates one line each."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,73 @@ def test_bad_rates_are_one_line(rates, sizes, temperature, phrase):
     with pytest.raises(UserError) as refused:
         mixture_rates(rates, sizes, temperature)
     assert phrase in str(refused.value) and "\n" not in str(refused.value)
+
+
+T5_SHARDS = Path(__file__).parent / "fixtures" / "made-by-0.2" / "t5-shards"
+
+
+def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_any_step():
+    """Two splits mixed 0.7/0.3: every row of every batch is an example of the member the sampler drew for it, each
+    member's examples come in its own order, and a pipeline started at step 9 gives what the first gave from 9."""
+    from mlm_tpu.shards.format import TEXT2TEXT, features_of
+    from mlm_tpu.shards.mixture import member_order, mix, mixture_batches
+    from mlm_tpu.shards.reading import find_shards
+
+    members = [find_shards(str(T5_SHARDS / split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+               for split in ("train", "validation")]
+    mixture = mix(members, ["train", "validation"], [0.7, 0.3])
+    assert mixture.records == 80 and [m["rate"] for m in mixture.describe()] == [0.7, 0.3]
+
+    def rows(start_step, steps):
+        dataset = mixture_batches(mixture, 4, 2, None, seed=5, pipeline=0, window=8, start_step=start_step)
+        return [tuple(row) for batch in dataset.take(2 * steps) for row in batch["input_ids"].numpy()]
+
+    run = rows(0, 30)
+    inputs = [{row for row in rows_of(member)} for member in members]
+    drawn = next(iter(member_order([0.7, 0.3], 8, seed=5).batch(240))).numpy()
+    assert all(row in inputs[member] for row, member in zip(run, drawn))
+    alone = [(row, member) for row, member in zip(run, drawn) if (row in inputs[0]) != (row in inputs[1])]
+    assert len(alone) > 200  # (4 examples are in both splits)
+    assert len(set(r for r, m in zip(run, drawn) if m == 1)) == 20  # 72 rows of 20 examples: every one, epoch on epoch
+    assert rows(9, 21) == run[9 * 8:]
+
+
+def rows_of(shards):
+    import tensorflow as tf
+
+    schema = {"input_ids": tf.io.FixedLenFeature([shards.features["input_ids"]], tf.int64)}
+    records = tf.data.TFRecordDataset(shards.files).batch(1000).get_single_element()
+    return [tuple(row) for row in tf.io.parse_example(records, schema)["input_ids"].numpy().astype(np.int32)]
+
+
+@pytest.mark.parametrize("more, phrase", [
+    (["--mixture-rates", "0.5", "0.3", "0.2"], "--mixture-rates has 3 rates for 2 --train-dataset folders"),
+    (["--mixture-rates", "0.5", "-0.5"], "--mixture-rates -0.5: a rate is a share of the examples, 0 or more"),
+])
+def test_bad_mixture_rates_are_one_line(more, phrase, tmp_path):
+    from conftest import assert_user_error, run_train
+
+    result = run_train("--task", "generation", "--train-dataset", T5_SHARDS / "train", T5_SHARDS / "validation",
+                       "--tokenizer", T5_SHARDS.parent / "t5-tokenizer", "--model-config", "t5-tiny", *more,
+                       "--output-dir", tmp_path / "out")
+    assert_user_error(result, phrase)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_mixture_trains_and_says_each_members_share(tmp_path):
+    import json
+
+    from conftest import run_train
+
+    output_dir = tmp_path / "out"
+    result = run_train("--task", "generation", "--train-dataset", T5_SHARDS / "train", T5_SHARDS / "validation",
+                       "--mixture-rates", "examples", "--tokenizer", T5_SHARDS.parent / "t5-tokenizer",
+                       "--model-config", "t5-tiny", "--per-replica-batch-size", 4, "--max-steps", 6,
+                       "--output-dir", output_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Mixture: {T5_SHARDS / 'train'} 75.0% (60 examples), {T5_SHARDS / 'validation'} 25.0% (20 examples)" \
+        in result.stderr
+    run_info = json.loads((output_dir / "training_args.json").read_text())
+    assert [member["rate"] for member in run_info["run"]["mixture"]] == [0.75, 0.25]
+    assert run_info["train_dataset"] == [str(T5_SHARDS / "train"), str(T5_SHARDS / "validation")]

@@ -26,6 +26,14 @@ FLAGS = ConfigFlags(TrainingConfig)
 RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting
 
 
+def _rate(text: str):
+    """A --mixture-rates value: a number, or the word 'examples' (checked with the others later)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flag(parser, "--config", default=None, metavar="FILE",
@@ -62,7 +70,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "rougeL (default)).")
 
     data = parser.add_argument_group("data")
-    FLAGS.add(data, "--train-dataset", help="Folder (local or gs://) of training shards (required).")
+    FLAGS.add(data, "--train-dataset", nargs="+", metavar="FOLDER",
+              help="Folder (local or gs://) of training shards (required); several: a mixture, each example drawn "
+                   "from one of them at --mixture-rates, by (seed, step).")
+    FLAGS.add(data, "--mixture-rates", nargs="+", type=_rate, metavar="RATE",
+              help="With several --train-dataset folders: each one's share of the examples, in the same order "
+                   "(normalised to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's "
+                   "rate_num_examples; the default).")
+    FLAGS.add(data, "--mixture-temperature", type=float,
+              help="With --mixture-rates examples: each size raised to 1/T before sharing, T > 1 flattening the "
+                   "shares (default: 1).")
     FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
     FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
               help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "

@@ -8,7 +8,7 @@ output folder, and `python train.py --config <that file>` replays (or resumes) e
 """
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from mlm_tpu.configuration import setting
 
@@ -43,7 +43,8 @@ class HardwareConfig:
 class TrainingConfig:
     """One training run: data, model, optimisation, output and hardware."""
 
-    train_dataset: str  # folder (local or gs://) of training shards
+    # folder (local or gs://) of training shards; several: a mixture of them (shards/mixture.py)
+    train_dataset: Union[str, Tuple[str, ...]]
     # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
     output_dir: str = setting(changes_result=False)
     task: str = "mlm"  # mlm | span-corruption | classification | generation (mlm_tpu.tasks)
@@ -69,6 +70,9 @@ class TrainingConfig:
     seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
     shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together
     pack: bool = False  # text-to-text: several examples per row (shards/text2text_packing.py)
+    # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
+    mixture_rates: Optional[Tuple[Union[float, str], ...]] = None
+    mixture_temperature: float = setting(1.0, low=0, low_open=True)  # with "examples": sizes ** (1 / T)
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
@@ -84,6 +88,14 @@ class TrainingConfig:
     # resume even where a setting that decides the result differs from the backup's (recorded in training_args.json)
     allow_changed_settings: bool = setting(False, changes_result=False)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+    def __post_init__(self):
+        if isinstance(self.train_dataset, (tuple, list)) and len(self.train_dataset) == 1:
+            self.train_dataset = self.train_dataset[0]  # one folder is written as before: a string
+
+    @property
+    def train_datasets(self) -> Tuple[str, ...]:
+        return (self.train_dataset,) if isinstance(self.train_dataset, str) else tuple(self.train_dataset)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
+from mlm_tpu.shards.mixture import Mixture, distributed_mixture_dataset, find_training_mixture, members_of
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import distributed_packed_training_dataset, packed_steps_per_epoch
 from mlm_tpu.tasks import make_task
@@ -109,7 +110,8 @@ def make_output_dir(path: str) -> None:
 
 def find_training_shards(config: TrainingConfig, task: Task):
     features = task.features(config.max_length, config.max_target_length)
-    train = find_shards(config.train_dataset, task.shard_kind, features, "--train-dataset")
+    train = find_training_mixture(config, [find_shards(name, task.shard_kind, features, "--train-dataset")
+                                           for name in config.train_datasets])
     if not config.eval_dataset:
         return train, None
     evaluation = find_shards(config.eval_dataset, task.shard_kind, features, "--eval-dataset")
@@ -203,7 +205,8 @@ class Trainer:
         self.train_shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
         given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
-        for flag, shards in (("--train-dataset", self.train_shards), ("--eval-dataset", eval_shards)):
+        for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
+                             ("--eval-dataset", eval_shards)):
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
@@ -242,7 +245,12 @@ class Trainer:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        if config.pack:
+        if isinstance(self.train_shards, Mixture):
+            dataset = distributed_mixture_dataset(strategy, self.train_shards, config.per_replica_batch_size,
+                                                  task.make_transform(tokenizer), seed=config.seed,
+                                                  window=config.shuffle_buffer_size, start_step=step,
+                                                  vocab_size=model.config.vocab_size)
+        elif config.pack:
             dataset = distributed_packed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
                                                           seed=config.seed, window=config.shuffle_buffer_size,
                                                           steps_per_epoch=plan.steps_per_epoch, start_step=step,
@@ -284,6 +292,8 @@ class Trainer:
         run = {"replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
                "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
                "mlm_tpu_version": mlm_tpu.__version__}
+        if isinstance(self.train_shards, Mixture):
+            run["mixture"] = self.train_shards.describe()
         if setting_changes:
             run["setting_changes"] = setting_changes
         return {**to_dict(self.config), "run": run}
