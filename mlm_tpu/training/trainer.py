@@ -34,9 +34,9 @@ from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.mixture import Mixture, distributed_mixture_dataset, find_training_mixture, members_of
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
-from mlm_tpu.shards.mixture import Mixture, distributed_mixture_dataset, find_training_mixture, members_of
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import distributed_packed_training_dataset, packed_steps_per_epoch
 from mlm_tpu.tasks import make_task
