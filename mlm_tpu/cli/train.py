@@ -19,7 +19,7 @@ from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
-from mlm_tpu.tasks import TASKS, task_from_head
+from mlm_tpu.tasks import TASKS, make_task, task_from_head
 from mlm_tpu.training.config import MAX_SEED, OPTIMIZERS, SCHEDULES, TrainingConfig
 
 FLAGS = ConfigFlags(TrainingConfig)
@@ -167,4 +167,4 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     quiet_libraries(args.verbose)
     from mlm_tpu.training.trainer import train
 
-    train(config)
+    train(config, make_task(config.task))
