@@ -88,11 +88,14 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_co
     (`forward`: the task's, as make_train_steps takes it)."""
     import tensorflow as tf
 
+    from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.training.dropout import key_dropout_by_step
     from mlm_tpu.training.trainer import make_train_steps
 
     strategy = tf.distribute.get_strategy()
-    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0), jit_compile, forward)
+    layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
+    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout), jit_compile,
+                                   forward)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
     best = float("inf")
@@ -154,6 +157,16 @@ def measure(method: str, work: Path, model_config: str, steps: int, batch_size: 
     return figures
 
 
+def prepare_wikitext(work: Path, env: dict, *shard_flags: str) -> None:
+    """An 8,000-piece tokenizer (work/tokenizer) and shards of 128-token examples (work/shards/train) of WikiText-2
+    validation, made by the real commands."""
+    for command in (["-m", "mlm_tpu.tokenizer", "train", "--text-files", WIKITEXT, "--vocab-size", "8000",
+                     "--output-dir", work / "tokenizer"],
+                    ["-m", "mlm_tpu.shard", "--tokenizer", work / "tokenizer", "--text-files", WIKITEXT,
+                     "--max-length", str(MAX_LENGTH), "--output-dir", work / "shards", *shard_flags]):
+        subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-config", default="small")
@@ -172,11 +185,7 @@ def main() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        for command in (["-m", "mlm_tpu.tokenizer", "train", "--text-files", WIKITEXT, "--vocab-size", "8000",
-                         "--output-dir", work / "tokenizer"],
-                        ["-m", "mlm_tpu.shard", "--tokenizer", work / "tokenizer", "--text-files", WIKITEXT,
-                         "--max-length", str(MAX_LENGTH), "--output-dir", work / "shards"]):
-            subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
+        prepare_wikitext(work, env)
         results = {}
         for method in JIT_METHODS if args.jit_compile else METHODS:
             child = subprocess.run([sys.executable, __file__, "--measure", method, "--work", str(work),

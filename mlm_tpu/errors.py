@@ -28,3 +28,11 @@ def os_reason(error: BaseException) -> Optional[str]:
         return os.strerror(error.errno)
     match = RUST_OS_ERROR.search(str(error))
     return os.strerror(int(match.group(1))) if match else None
+
+
+class Stopped(Exception):
+    """A run stopped on request (SIGTERM: a preempted machine), having saved what it needs to go on: the message
+    says where it stopped and how to continue. Commands exit with STOPPED_EXIT_CODE."""
+
+
+STOPPED_EXIT_CODE = 42  # what TensorFlow's PreemptionCheckpointHandler exits with: "restart me", to schedulers

@@ -66,13 +66,15 @@ strategy = split_cpu(2)
 from transformers import AutoTokenizer
 from mlm_tpu.mlm.masking import MlmMasker
 from mlm_tpu.shards.format import MLM, features_of
+from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.pipeline import distributed_training_dataset
 from mlm_tpu.shards.reading import find_shards
 shards = find_shards(sys.argv[1] + "/shards/validation", MLM, features_of(MLM, None))
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1] + "/tokenizer")
 def steps(start, count):
-    dataset = distributed_training_dataset(strategy, shards, 8, lambda seed: MlmMasker(tokenizer, 0.15, seed), seed=3,
-                                           window=64, steps_per_epoch=20, start_step=start)
+    dataset = distributed_training_dataset(strategy, shards, BatchLayout(1, 16, 1, 2),
+                                           lambda seed: MlmMasker(tokenizer, 0.15, seed), seed=3, window=64,
+                                           steps_per_epoch=20, start_step=start)
     found, iterator = [], iter(dataset)
     for _ in range(count):
         batch = next(iterator)

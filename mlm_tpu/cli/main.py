@@ -2,7 +2,8 @@
 
 The same commands keep their 🤗-example-style spellings: `python -m mlm_tpu.tokenizer`,
 `python -m mlm_tpu.shard`, `python train.py`, `python -m mlm_tpu.evaluate`, `python -m mlm_tpu.predict`,
-`python -m mlm_tpu.inspect`, `python -m mlm_tpu.loss_plot`, `python -m mlm_tpu.export`, `python -m mlm_tpu.demo`; each takes the same flags
+`python -m mlm_tpu.inspect`, `python -m mlm_tpu.loss_plot`, `python -m mlm_tpu.export`, `python -m mlm_tpu.demo`,
+`python -m mlm_tpu.launch`; each takes the same flags
 either way.
 """
 
@@ -18,6 +19,7 @@ COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
     "tokenizer": ("tokenizer", "train a Unigram tokenizer, or see how one encodes text"),
     "shard": ("shard", "cut a corpus into count-named TFRecord shards (local or gs://)"),
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
+    "launch": ("launch", "run train as N worker processes on this machine (multi-worker, locally)"),
     "evaluate": ("evaluate", "score a trained model on shards"),
     "predict": ("predict", "fill masks, or run a T5 model on text"),
     "inspect": ("inspect_shards", "show a split's first examples as the model receives them"),

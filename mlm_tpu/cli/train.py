@@ -21,6 +21,7 @@ from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
 from mlm_tpu.tasks import TASKS, make_task, task_from_head
 from mlm_tpu.training.config import MAX_SEED, OPTIMIZERS, SCHEDULES, TrainingConfig
+from mlm_tpu.training.multi_worker import check_cluster
 
 FLAGS = ConfigFlags(TrainingConfig)
 RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting
@@ -46,6 +47,13 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(hardware, "--steps-per-execution", type=int,
               help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
                    "multiple of it.")
+    FLAGS.add(hardware, "--communication", choices=("auto", "ring", "nccl"), field="hardware.communication",
+              help="Several workers (TF_CONFIG names more than one task; see `mlm-tpu launch`): how they all-reduce "
+                   "gradients, ring (gRPC, any device), nccl (GPUs) or auto (default: auto).")
+    FLAGS.add(hardware, "--cluster-start-timeout", type=float, metavar="SECONDS",
+              field="hardware.cluster_start_timeout",
+              help="Several workers: how long each waits for all the others to start before naming the missing ones "
+                   "(default: 300).")
 
     task = parser.add_argument_group("task")
     FLAGS.add(task, "--task", choices=TASKS,
@@ -90,7 +98,14 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="T5 text-to-text: tokens per target, checked against the shards (default: what they hold).")
     FLAGS.add(data, "--shuffle-buffer-size", type=int,
               help="Records shuffled together: each epoch the files are put in a new order and read one after the "
-                   "other, and the records shuffled within windows of this many (default: 262144).")
+                   "other, and the records shuffled within windows of this many, shared among the input pipelines "
+                   "(default: 262144).")
+    FLAGS.add(data, "--input-pipelines", type=int, metavar="V",
+              help="The data order is defined over V virtual input pipelines, each reading its own shards (every "
+                   "V-th) and giving each step global batch / V examples, so it is the same on any number of workers, "
+                   "replicas or TPU hosts that divides V; recorded in training_args.json, and a resumed run keeps "
+                   "its backup's. V must divide the global batch and be at most the number of shards (default: the "
+                   "largest such V up to 64).")
     FLAGS.add(data, "--pack", action="store_true",
               help="classification, generation: put several training examples in each row (inputs after inputs, "
                    "targets after targets; each attends only to itself through block-diagonal masks), so short "
@@ -163,6 +178,7 @@ def build_config(args: argparse.Namespace) -> TrainingConfig:
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") -> None:
     args = build_parser(prog).parse_args(argv)
     config = build_config(args)
+    check_cluster(config.hardware)  # TF_CONFIG, before TensorFlow loads
     import_tensorflow(args.verbose)  # after the flags are checked: TensorFlow takes seconds to load
     quiet_libraries(args.verbose)
     from mlm_tpu.training.trainer import train

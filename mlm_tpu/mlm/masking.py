@@ -45,7 +45,7 @@ class MlmMasker:
     def __call__(self, batch_number: tf.Tensor, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         input_ids = batch["input_ids"]
         special = tf.reduce_any(tf.equal(tf.cast(input_ids, tf.int64)[..., None], self.special_ids), axis=-1)
-        key = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
+        key = tf.stack([tf.cast(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
         self.collator.generator = _StatelessDraws(key)
         masked, labels = self.collator.tf_mask_tokens(input_ids, vocab_size=self.vocab_size,
                                                       mask_token_id=self.mask_token_id, special_tokens_mask=special)

@@ -1,12 +1,14 @@
 """The tf.data input pipelines over a split's shards, local or gs://, with fixed shapes all the way (TPUs need them).
 
-Training: the batches of every step are a pure function of (seed, step), whatever the machine,
-so a run resumed at step N reads exactly what the uninterrupted run read from step N on:
-- each epoch, an input pipeline's files are put in an order drawn from (seed, pipeline, epoch) and
-  read one after the other (several are read ahead in parallel, which does not change the order);
-- the records are shuffled within consecutive windows of `window` records (--shuffle-buffer-size),
-  each window's order drawn from (seed, pipeline, epoch, window); batches never cross epochs;
-- the transform (masking, span corruption) is keyed by (seed + pipeline, batch number).
+Training: the batches of every step are a pure function of (seed, step) and the shards, whatever the machines,
+so a run resumed at step N reads exactly what the uninterrupted run read from step N on, on as many workers, replicas
+or TPU hosts as it now has. The global batch is made by V virtual input pipelines (layout.py: who reads what).
+Each of them:
+- each epoch, puts its files in an order drawn from (seed, pipeline, epoch) and reads them one after the other
+  (several are read ahead in parallel, which does not change the order);
+- shuffles the records within consecutive windows of --shuffle-buffer-size / V records, each window's order drawn
+  from (seed, pipeline, epoch, window); batches never cross epochs;
+- transforms (masks, span-corrupts) its part of each step's batch keyed by (seed + pipeline, step).
 To start at step N, whole files before N's window are skipped by the counts in their names, never
 opened; only the window holding step N is read from its start, and the batches before N in it are
 dropped still serialized: never decoded, masked or sent to the device.
@@ -23,8 +25,9 @@ from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
-from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_short_shard
 
 READ_AHEAD = 8  # files read in parallel; the order stays that of the file list
@@ -73,22 +76,26 @@ def reading_errors(shards: ShardSet, vocab_size: Optional[int]):
                         "the tokenizer that made them, or re-shard with this one") from None
 
 
-def _read_in_order(files: tf.Tensor, counts: tf.Tensor, block: int) -> tf.data.Dataset:
+def _read_in_order(files: tf.Tensor, counts: tf.Tensor, block: int, read_ahead: int = READ_AHEAD) -> tf.data.Dataset:
     """The records of `files`, file after file, each checked to hold the count its name says."""
     return tf.data.Dataset.from_tensor_slices((files, counts)).interleave(
         lambda path, count: tf.data.TFRecordDataset(path).apply(tf.data.experimental.assert_cardinality(count)),
-        cycle_length=READ_AHEAD, block_length=block, num_parallel_calls=READ_AHEAD, deterministic=True)
+        cycle_length=read_ahead, block_length=block, num_parallel_calls=read_ahead, deterministic=True)
 
 
 class TrainingOrder:
-    """The order in which one input pipeline reads its shards' records, epoch after epoch, from (seed, pipeline)."""
+    """The order in which one input pipeline reads its files' records, epoch after epoch, from (seed, pipeline).
+    `files` and `counts` may be tensors, and `pipeline` too: one traced function then serves every pipeline."""
 
-    def __init__(self, shards: ShardSet, seed: int, pipeline: int, window: int):
-        self.files = tf.constant(shards.files)
-        self.counts = tf.constant(shards.counts, dtype=tf.int64)
-        self.block = max(shards.counts)
-        self.window = window
-        self.key = tf.constant([seed, pipeline], dtype=tf.int64)
+    def __init__(self, files, counts, seed: int, pipeline, window: int, block: int, read_ahead: int = READ_AHEAD):
+        self.files = tf.convert_to_tensor(files, tf.string)
+        self.counts = tf.convert_to_tensor(counts, tf.int64)
+        self.block, self.window, self.read_ahead = block, window, read_ahead
+        self.key = tf.stack([tf.constant(seed, tf.int64), tf.cast(pipeline, tf.int64)])
+
+    @classmethod
+    def of(cls, shards: ShardSet, seed: int, pipeline: int, window: int) -> "TrainingOrder":
+        return cls(shards.files, shards.counts, seed, pipeline, window, max(shards.counts))
 
     def _key(self, *parts) -> tf.Tensor:
         key = self.key
@@ -110,30 +117,106 @@ class TrainingOrder:
         before = tf.cumsum(counts) <= window_start  # files wholly before the window that holds `start`
         skipped_files = tf.reduce_sum(tf.cast(before, tf.int64))
         skipped_records = tf.reduce_sum(tf.where(before, counts, tf.zeros_like(counts)))
-        records = _read_in_order(files[skipped_files:], counts[skipped_files:], self.block)
+        records = _read_in_order(files[skipped_files:], counts[skipped_files:], self.block, self.read_ahead)
         records = records.skip(window_start - skipped_records)
         windows = records.batch(self.window).enumerate(start=window_start // self.window)
         shuffled = windows.map(lambda index, window: tf.gather(window, tf.random.experimental.stateless_shuffle(
             tf.range(tf.size(window, out_type=tf.int64)), seed=self._key(WINDOW_ORDER, epoch, index))))
         return shuffled.unbatch().skip(start - window_start)
 
+    def batches(self, batch_size: int, batches_per_epoch: int, start_batch: int) -> tf.data.Dataset:
+        """(batch number, serialized records) endlessly from the `start_batch`-th: `batches_per_epoch` per epoch."""
+
+        def epoch_batches(epoch, first_batch) -> tf.data.Dataset:
+            batches = self.records(epoch, first_batch * batch_size).batch(batch_size, drop_remainder=True)
+            return batches.take(batches_per_epoch - first_batch)
+
+        first_epoch, first_batch = divmod(start_batch, batches_per_epoch)
+        dataset = epoch_batches(first_epoch, first_batch).concatenate(
+            tf.data.Dataset.counter(first_epoch + 1).flat_map(lambda epoch: epoch_batches(epoch, 0)))
+        return dataset.enumerate(start=start_batch)
+
 
 def training_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform], *, seed: int, pipeline: int,
                      window: int, batches_per_epoch: int, start_batch: int = 0,
                      vocab_size: Optional[int] = None) -> tf.data.Dataset:
-    """This pipeline's batches, endlessly, from its `start_batch`-th: `batches_per_epoch` per epoch."""
-    order = TrainingOrder(shards, seed, pipeline, window)
-
-    def epoch_batches(epoch, first_batch) -> tf.data.Dataset:
-        batches = order.records(epoch, first_batch * batch_size).batch(batch_size, drop_remainder=True)
-        return batches.take(batches_per_epoch - first_batch)
-
-    first_epoch, first_batch = divmod(start_batch, batches_per_epoch)
-    dataset = epoch_batches(first_epoch, first_batch).concatenate(
-        tf.data.Dataset.counter(first_epoch + 1).flat_map(lambda epoch: epoch_batches(epoch, 0)))
-    dataset = dataset.enumerate(start=start_batch)
-    return dataset.map(_decoder(shards, transform, vocab_size),
+    """One pipeline's batches, endlessly, from its `start_batch`-th: `batches_per_epoch` per epoch."""
+    batches = TrainingOrder.of(shards, seed, pipeline, window).batches(batch_size, batches_per_epoch, start_batch)
+    return batches.map(_decoder(shards, transform, vocab_size),
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def input_hosts(strategy: tf.distribute.Strategy) -> int:
+    """The machines' input pipelines (TensorFlow's `num_input_pipelines`): one per TPU host or worker process."""
+    if hasattr(strategy.extended, "num_hosts"):  # TPUStrategy
+        return strategy.extended.num_hosts
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
+    return 1
+
+
+def steps_per_epoch(shards: ShardSet, layout: BatchLayout) -> int:
+    """Steps in which every virtual pipeline has its whole part of the batch (0 if the data is too small)."""
+    return min(shards.share(pipeline, layout.input_pipelines).records // layout.rows_per_pipeline
+               for pipeline in range(layout.input_pipelines))
+
+
+def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf.distribute.Strategy) -> int:
+    """Steps for every replica to see every example: the input pipeline with the most batches decides."""
+    hosts = input_hosts(strategy)
+    per_step = per_replica_batch_size * strategy.num_replicas_in_sync // hosts
+    return max(math.ceil(shards.share(host, hosts).records / per_step) for host in range(hosts))
+
+
+def host_training_batches(shards: ShardSet, layout: BatchLayout, host: int,
+                          make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
+                          steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
+    """What machine pipeline `host` gives its replicas, one batch per replica per step, from `start_step` on: the
+    parts of its virtual pipelines side by side, in order, cut into its replicas' batches (see layout.py).
+
+    One function, traced once, reads any of the host's virtual pipelines (its files, its seed and its transform's
+    seed are tensors picked by the pipeline's index); a deterministic interleave takes one part from each in turn."""
+    pipelines = layout.pipelines_of_host(host)
+    shares = [shards.share(pipeline, layout.input_pipelines) for pipeline in pipelines]
+    widest = max(len(share.files) for share in shares)
+    files = tf.constant([share.files + [""] * (widest - len(share.files)) for share in shares])
+    counts = tf.constant([share.counts + [0] * (widest - len(share.counts)) for share in shares], tf.int64)
+    sizes = tf.constant([len(share.files) for share in shares], tf.int64)
+    read_ahead = max(READ_AHEAD // len(pipelines), 1)
+    parse = _decoder(shards, None, vocab_size)
+
+    def pipeline_parts(index):
+        pipeline = pipelines.start + index
+        order = TrainingOrder(files[index][:sizes[index]], counts[index][:sizes[index]], seed, pipeline,
+                              max(window // layout.input_pipelines, 1), max(shards.counts), read_ahead)
+        transform = make_transform(seed + pipeline)
+        decode = (lambda step, records: transform(step, parse(step, records))) if transform else parse
+        return order.batches(layout.rows_per_pipeline, steps_per_epoch, start_step).map(
+            decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+    parts = tf.data.Dataset.range(len(pipelines)).interleave(
+        pipeline_parts, cycle_length=len(pipelines), block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True)
+    replicas, rows = layout.replicas_per_host, layout.rows_per_replica
+    batches = parts.batch(len(pipelines), drop_remainder=True).map(lambda batch: {
+        name: tf.reshape(values, [replicas, rows, *values.shape[2:]]) for name, values in batch.items()})
+    return batches.unbatch().prefetch(tf.data.AUTOTUNE)
+
+
+def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, layout: BatchLayout,
+                                 make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
+                                 steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
+    """Each machine's input pipeline (`dataset_fn`: once per worker or TPU host) reading only its virtual pipelines'
+    shards. `make_transform(seed)` gives each virtual pipeline its transform, seeded by its own seed."""
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if context.num_input_pipelines != layout.hosts:
+            raise ValueError(f"{context.num_input_pipelines} input pipelines, but the layout has {layout.hosts}")
+        return host_training_batches(shards, layout, context.input_pipeline_id, make_transform, seed=seed,
+                                     window=window, steps_per_epoch=steps_per_epoch, start_step=start_step,
+                                     vocab_size=vocab_size)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
 
 
 def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform],
@@ -159,43 +242,6 @@ def _fill_batch(batch: Dict[str, tf.Tensor], batch_size: int) -> Dict[str, tf.Te
         return tf.ensure_shape(filled, [batch_size, tensor.shape[1]])
 
     return {name: fill(name, tensor) for name, tensor in batch.items()}
-
-
-def _pipelines(strategy: tf.distribute.Strategy) -> tuple:
-    """(input pipelines, replicas each pipeline feeds): one pipeline per host."""
-    pipelines = getattr(strategy.extended, "num_hosts", 1)
-    return pipelines, strategy.num_replicas_in_sync // pipelines
-
-
-def steps_per_epoch(shards: ShardSet, per_replica_batch_size: int, strategy: tf.distribute.Strategy) -> int:
-    """Steps in which every pipeline has a whole batch for each of its replicas (0 if the data is too small)."""
-    pipelines, replicas = _pipelines(strategy)
-    return min(shards.share(pipeline, pipelines).records // (per_replica_batch_size * replicas)
-               for pipeline in range(pipelines))
-
-
-def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf.distribute.Strategy) -> int:
-    """Steps for every replica to see every example: the input pipeline with the most batches decides."""
-    pipelines, replicas = _pipelines(strategy)
-    per_step = per_replica_batch_size * replicas
-    return max(math.ceil(shards.share(pipeline, pipelines).records / per_step) for pipeline in range(pipelines))
-
-
-def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, per_replica_batch_size: int,
-                                 make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
-                                 steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
-    """One pipeline per host, each reading its own files, giving each of its replicas a batch per step, from
-    `start_step` on. `make_transform(seed)` gives each pipeline its transform seeded by its own seed."""
-    _, replicas = _pipelines(strategy)
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        pipeline = context.input_pipeline_id
-        return training_batches(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
-                                make_transform(seed + pipeline), seed=seed, pipeline=pipeline, window=window,
-                                batches_per_epoch=steps_per_epoch * replicas, start_batch=start_step * replicas,
-                                vocab_size=vocab_size)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
 
 
 def distributed_evaluation_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, per_replica_batch_size: int,

@@ -72,7 +72,7 @@ class SpanCorrupter:
             raise ValueError(f"span corruption was set up for {raw} raw tokens, the batch has {input_ids.shape[-1]}")
         input_ids = tf.ensure_shape(tf.cast(input_ids, tf.int64), [None, raw])
         rows = tf.shape(input_ids)[0]
-        key = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
+        key = tf.stack([tf.cast(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
         fold_in = tf.random.experimental.stateless_fold_in
         noise_runs = self._segment_lengths(fold_in(key, 1), rows, noise, spans)
         kept_runs = self._segment_lengths(fold_in(key, 2), rows, raw - noise, spans)

@@ -9,7 +9,7 @@ restarts at step N (shards/pipeline.py), and dropout and masks are keyed by the 
 
 The JSON is written last, so a backup without one is incomplete (a kill or a full disk while
 writing it), and one whose files do not match their sizes and checksums is damaged. The previous
-backup is deleted only once the next one is complete; `find()` takes the newest backup that checks
+backup is deleted only once the next one is complete; `find_backup()` takes the newest backup that checks
 out, and says so when it falls back past a damaged one.
 """
 
@@ -62,6 +62,82 @@ def _file_facts(path: str) -> dict:
     return {"bytes": size, "crc32": checksum}
 
 
+def _prefix(folder: str, step: int) -> str:
+    return os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")
+
+
+def _steps(folder: str) -> List[int]:
+    """The steps that have a step-N.json, newest first."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted((int(found.group(1)) for found in map(STATE_FILE.match, names) if found), reverse=True)
+
+
+def find_backup(folder: str) -> Optional[BackupRecord]:
+    """The newest complete, undamaged backup in `folder` (None if there is none); refuses a folder with only damaged
+    ones. It needs no model: a run reads its data order from the backup before it builds one."""
+    if os.path.isdir(os.path.join(folder, "chief")):
+        raise UserError(f"{folder} holds a backup written by mlm_tpu 0.2 (Keras BackupAndRestore), which this version "
+                        "cannot resume: finish that run with mlm_tpu 0.2, or delete the folder to start over")
+    problems = []
+    incomplete = _incomplete_step(folder)
+    if incomplete is not None:
+        problems.append(f"the backup of step {incomplete} in {folder} is incomplete: its checkpoint is there but not "
+                        f"{CHECKPOINT_NAME}-{incomplete}.json, which is written last (the run was stopped while "
+                        "writing it, or the file was deleted)")
+    for step in _steps(folder):
+        record, problem = _check(folder, step)
+        if record is None:
+            problems.append(problem)
+            continue
+        if problems:
+            warn(f"{problems[0]}; falling back to the previous backup, at step {step}")
+        return record
+    if problems:
+        raise UserError(f"{problems[0]}, and there is no earlier backup to fall back to; restore the folder from a "
+                        f"copy, or delete {folder} to start the run over")
+    return None
+
+
+def _incomplete_step(folder: str) -> Optional[int]:
+    """The newest step whose checkpoint was written but not its JSON, if it is newer than every JSON."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    steps = [int(found.group(1)) for found in (re.match(rf"{CHECKPOINT_NAME}-(\d+)\.index$", name)
+                                               for name in names) if found]
+    newest = max(steps, default=None)
+    return newest if newest is not None and newest > max(_steps(folder), default=-1) else None
+
+
+def _check(folder: str, step: int):
+    """(record, None) for a backup that checks out, else (None, what is wrong with it)."""
+    state_path = f"{_prefix(folder, step)}.json"
+    try:
+        payload = read_json(state_path, "the backup's state", "")
+    except UserError:
+        return None, f"the backup of step {step} in {folder} is damaged ({os.path.basename(state_path)} is not " \
+                     "valid JSON)"
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        return _check_of_0_3(folder, step, payload)
+    record = BackupRecord(step=step, loop=payload["loop"], settings=payload.get("settings"),
+                          setting_changes=payload.get("setting_changes", []), files=payload.get("files", {}))
+    for name, expected in record.files.items():
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            return None, f"the backup of step {step} in {folder} is damaged ({name} is missing)"
+        found = _file_facts(path)
+        if found != expected:
+            what = (f"{name} holds {found['bytes']:,} bytes, not {expected['bytes']:,}"
+                    if found["bytes"] != expected["bytes"] else f"{name} does not match its checksum")
+            return None, f"the backup of step {step} in {folder} is damaged ({what})"
+    return record, None
+
+
+def _check_of_0_3(folder: str, step: int, payload):
+    """mlm_tpu 0.3 wrote the loop state alone, and no checksums: it is used as it is, its settings unknown."""
+    if not isinstance(payload, dict) or not os.path.isfile(f"{_prefix(folder, step)}.index"):
+        return None, f"the backup of step {step} in {folder} is damaged (no checkpoint beside its JSON)"
+    return BackupRecord(step=step, loop=payload), None
+
+
 class Backup:
     """Saves and restores (model, optimizer, loop state, settings) in `folder` at exact steps."""
 
@@ -70,84 +146,14 @@ class Backup:
         self.optimizer = optimizer
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
 
-    def _prefix(self, step: int) -> str:
-        return os.path.join(self.folder, f"{CHECKPOINT_NAME}-{step}")
-
-    def _steps(self) -> List[int]:
-        """The steps that have a step-N.json, newest first."""
-        names = os.listdir(self.folder) if os.path.isdir(self.folder) else []
-        return sorted((int(found.group(1)) for found in map(STATE_FILE.match, names) if found), reverse=True)
-
     def _checkpoint_files(self, step: int) -> List[str]:
-        prefix = self._prefix(step)
+        prefix = _prefix(self.folder, step)
         return sorted(os.path.basename(path) for path in glob.glob(f"{glob.escape(prefix)}.*")
                       if not path.endswith(".json"))
 
-    def find(self) -> Optional[BackupRecord]:
-        """The newest complete, undamaged backup (None if there is none); refuses a folder with only damaged ones."""
-        if os.path.isdir(os.path.join(self.folder, "chief")):
-            raise UserError(f"{self.folder} holds a backup written by mlm_tpu 0.2 (Keras BackupAndRestore), which "
-                            "this version cannot resume: finish that run with mlm_tpu 0.2, or delete the folder to "
-                            "start over")
-        problems = []
-        incomplete = self._incomplete_step()
-        if incomplete is not None:
-            problems.append(f"the backup of step {incomplete} in {self.folder} is incomplete: its checkpoint is there "
-                            f"but not {CHECKPOINT_NAME}-{incomplete}.json, which is written last (the run was stopped "
-                            "while writing it, or the file was deleted)")
-        for step in self._steps():
-            record, problem = self._check(step)
-            if record is None:
-                problems.append(problem)
-                continue
-            if problems:
-                warn(f"{problems[0]}; falling back to the previous backup, at step {step}")
-            return record
-        if problems:
-            raise UserError(f"{problems[0]}, and there is no earlier backup to fall back to; restore the folder from "
-                            f"a copy, or delete {self.folder} to start the run over")
-        return None
-
-    def _incomplete_step(self) -> Optional[int]:
-        """The newest step whose checkpoint was written but not its JSON, if it is newer than every JSON."""
-        names = os.listdir(self.folder) if os.path.isdir(self.folder) else []
-        steps = [int(found.group(1)) for found in (re.match(rf"{CHECKPOINT_NAME}-(\d+)\.index$", name)
-                                                   for name in names) if found]
-        newest = max(steps, default=None)
-        return newest if newest is not None and newest > max(self._steps(), default=-1) else None
-
-    def _check(self, step: int):
-        """(record, None) for a backup that checks out, else (None, what is wrong with it)."""
-        state_path = f"{self._prefix(step)}.json"
-        try:
-            payload = read_json(state_path, "the backup's state", "")
-        except UserError:
-            return None, f"the backup of step {step} in {self.folder} is damaged ({os.path.basename(state_path)} " \
-                         "is not valid JSON)"
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            return self._check_of_0_3(step, payload)
-        record = BackupRecord(step=step, loop=payload["loop"], settings=payload.get("settings"),
-                              setting_changes=payload.get("setting_changes", []), files=payload.get("files", {}))
-        for name, expected in record.files.items():
-            path = os.path.join(self.folder, name)
-            if not os.path.isfile(path):
-                return None, f"the backup of step {step} in {self.folder} is damaged ({name} is missing)"
-            found = _file_facts(path)
-            if found != expected:
-                what = (f"{name} holds {found['bytes']:,} bytes, not {expected['bytes']:,}"
-                        if found["bytes"] != expected["bytes"] else f"{name} does not match its checksum")
-                return None, f"the backup of step {step} in {self.folder} is damaged ({what})"
-        return record, None
-
-    def _check_of_0_3(self, step: int, payload):
-        """mlm_tpu 0.3 wrote the loop state alone, and no checksums: it is used as it is, its settings unknown."""
-        if not isinstance(payload, dict) or not os.path.isfile(f"{self._prefix(step)}.index"):
-            return None, f"the backup of step {step} in {self.folder} is damaged (no checkpoint beside its JSON)"
-        return BackupRecord(step=step, loop=payload), None
-
     def restore(self, record: BackupRecord) -> None:
         """Put the model and optimizer back as they were at `record`'s step."""
-        prefix = self._prefix(record.step)
+        prefix = _prefix(self.folder, record.step)
         try:
             self.checkpoint.read(prefix).expect_partial()
         except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:
@@ -165,7 +171,7 @@ class Backup:
     def save(self, record: BackupRecord) -> None:
         """Write the backup of `record.step` (the optimizer must have taken exactly that many steps), then delete the
         older ones."""
-        prefix = self._prefix(record.step)
+        prefix = _prefix(self.folder, record.step)
         try:
             os.makedirs(self.folder, exist_ok=True)
             self.checkpoint.write(prefix)

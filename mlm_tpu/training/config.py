@@ -28,6 +28,9 @@ class HardwareConfig:
     cpu_replicas: int = setting(1, low=1, high=64, changes_result=False)  # split the CPU into replicas (Mirrored...)
     # TensorFlow's deterministic kernels (None: on, except on TPUs)
     deterministic: Optional[bool] = setting(None, changes_result=False)
+    communication: str = setting("auto", changes_result=False)  # several workers (TF_CONFIG): auto | ring | nccl
+    # several workers: seconds to wait for all to start
+    cluster_start_timeout: float = setting(300.0, low=1, changes_result=False)
 
     @property
     def wants_bf16(self) -> bool:
@@ -68,7 +71,8 @@ class TrainingConfig:
     warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up (linear)
     warmup_steps: Optional[int] = setting(None, low=0)  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
     seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
-    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together
+    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together, across the input pipelines
+    input_pipelines: Optional[int] = setting(None, low=1)  # virtual input pipelines the data order is defined over
     pack: bool = False  # text-to-text: several examples per row (shards/text2text_packing.py)
     # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
     mixture_rates: Optional[Tuple[Union[float, str], ...]] = None

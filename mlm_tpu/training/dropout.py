@@ -1,10 +1,13 @@
-"""Dropout whose randomness is a function of (seed, step), so a resumed run drops exactly what the
-uninterrupted run dropped.
+"""Dropout whose randomness is a function of (seed, step) and of which rows of the global batch it falls on, so a
+resumed run drops exactly what the uninterrupted run dropped, on any number of workers and replicas.
 
 Keras' Dropout layers draw from stateful generators that checkpoints do not hold: after a
 restart their streams begin again from the seed. Here every Dropout layer of the model draws from
-a stateless generator instead, keyed by (seed, optimizer step, replica, layer, call within the
-step); the training step says which step it is running before the forward pass.
+a stateless generator instead, keyed by (seed, optimizer step, virtual input pipeline, layer, call
+within the step): the rows each virtual pipeline gives the batch (shards/layout.py) get the noise of
+that pipeline, whichever replica trains them. A replica holding several pipelines' rows draws each
+part's noise on its own; one holding a part of a pipeline's rows draws that pipeline's noise and
+keeps its part. The training step says which step it is running before the forward pass.
 """
 
 import threading
@@ -13,31 +16,62 @@ from typing import List
 import tensorflow as tf
 import tf_keras as keras
 
+from mlm_tpu.shards.layout import BatchLayout
+
 DROPOUT_STREAM = 3  # keeps dropout's keys apart from the data's and the masks'
 
 
 class StepKeys:
-    """The key of the step being traced, per replica thread; hands each dropout call its own seed."""
+    """The keys of the step being traced, per replica thread; hands each dropout call its own seeds."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, layout: BatchLayout):
         self.seed = seed
+        self.layout = layout
         self._local = threading.local()
 
     def start_step(self, step: tf.Tensor) -> None:
         """Called by the training step of each replica, before its forward pass."""
         key = tf.constant([self.seed, DROPOUT_STREAM], dtype=tf.int64)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64))
-        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        self._local.key = tf.random.experimental.stateless_fold_in(key, tf.cast(replica, tf.int64))
+        replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
+        layout = self.layout
+        if layout.replicas <= layout.input_pipelines:  # whole pipelines: this replica's rows are theirs, in order
+            per_replica = layout.input_pipelines // layout.replicas
+            pipelines = [replica * per_replica + index for index in range(per_replica)]
+            self._local.offset = None
+        else:  # a part of one pipeline's rows
+            sharing = layout.replicas // layout.input_pipelines
+            pipelines = [replica // sharing]
+            self._local.offset = replica % sharing * layout.rows_per_replica
+        self._local.keys = [tf.random.experimental.stateless_fold_in(key, pipeline) for pipeline in pipelines]
         self._local.calls = {}
 
-    def seed_for(self, layer: int) -> tf.Tensor:
-        key = getattr(self._local, "key", None)
-        if key is None:
+    def seeds_for(self, layer: int) -> List[tf.Tensor]:
+        keys = getattr(self._local, "keys", None)
+        if keys is None:
             raise RuntimeError("dropout ran outside a training step: call StepKeys.start_step first")
         call = self._local.calls.get(layer, 0)
         self._local.calls[layer] = call + 1
-        return tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
+        return [tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
+                for key in keys]
+
+    def dropout(self, inputs: tf.Tensor, rate, layer: int) -> tf.Tensor:
+        """`inputs` (this replica's rows first) with dropout drawn from the keys of the pipelines the rows are of."""
+        seeds = self.seeds_for(layer)
+        rows = self.layout.rows_per_replica
+        if inputs.shape[0] is not None and inputs.shape[0] != rows:
+            raise RuntimeError(f"dropout on a tensor of {inputs.shape[0]} rows, not the replica's {rows}")
+        if self._local.offset is None:
+            if len(seeds) == 1:
+                return tf.nn.experimental.stateless_dropout(inputs, rate=rate, seed=seeds[0])
+            parts = tf.split(inputs, len(seeds), axis=0)
+            return tf.concat([tf.nn.experimental.stateless_dropout(part, rate=rate, seed=seed)
+                              for part, seed in zip(parts, seeds)], axis=0)
+        pipeline_rows = self.layout.rows_per_pipeline
+        whole = tf.concat([[pipeline_rows], tf.shape(inputs)[1:]], axis=0)
+        kept = tf.nn.experimental.stateless_dropout(tf.ones(whole, inputs.dtype), rate=rate, seed=seeds[0]) != 0
+        kept = kept[self._local.offset:self._local.offset + rows]
+        return tf.where(kept, inputs * tf.cast(1 / (1 - rate), inputs.dtype), tf.zeros([], inputs.dtype))
 
 
 class _KeyedDropout:
@@ -51,13 +85,15 @@ class _KeyedDropout:
         pass
 
     def dropout(self, inputs, rate, noise_shape=None):
-        return tf.nn.experimental.stateless_dropout(inputs, rate=rate, noise_shape=noise_shape,
-                                                    seed=self.keys.seed_for(self.layer))
+        if noise_shape is not None:
+            raise RuntimeError("a Dropout layer with a noise_shape cannot be keyed by rows of the batch")
+        return self.keys.dropout(inputs, rate, self.layer)
 
 
-def key_dropout_by_step(model: keras.Model, seed: int) -> StepKeys:
-    """Make every Dropout layer of `model` draw from (seed, step, replica, layer, call); return the keys to start."""
-    keys = StepKeys(seed)
+def key_dropout_by_step(model: keras.Model, seed: int, layout: BatchLayout) -> StepKeys:
+    """Make every Dropout layer of `model` draw from (seed, step, virtual pipeline, layer, call); return the keys to
+    start at each step."""
+    keys = StepKeys(seed, layout)
     layers: List[keras.layers.Dropout] = [layer for layer in model.submodules
                                           if isinstance(layer, keras.layers.Dropout)]
     for index, layer in enumerate(layers):

@@ -1,5 +1,5 @@
-"""Where training and evaluation run (a TPU, every GPU, or the CPU split into replicas), in what precision,
-and whether TensorFlow must compute the same bits on every run.
+"""Where training and evaluation run (a TPU, every GPU, the CPU split into replicas, or several worker processes
+that TF_CONFIG names), in what precision, and whether TensorFlow must compute the same bits on every run.
 
 `set_up(hardware)` does all three once per process, before any model is built, and returns the
 distribution strategy that every model and input pipeline is then made under.
@@ -13,6 +13,7 @@ import tf_keras as keras
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.training.config import HardwareConfig
+from mlm_tpu.training.multi_worker import check_cluster, start_strategy
 
 LOCAL_TPU = "local"  # what a bare --tpu means: the TPU VM this runs on (or Colab's TPU)
 
@@ -57,9 +58,15 @@ def select_strategy(tpu: Optional[str] = None, tpu_zone: Optional[str] = None, g
     return tf.distribute.get_strategy()
 
 
-def set_up(hardware: HardwareConfig) -> tf.distribute.Strategy:
-    """Choose the strategy, then the precision and determinism the flags ask for."""
-    strategy = select_strategy(hardware.tpu, hardware.tpu_zone, hardware.gcp_project, hardware.cpu_replicas)
+def set_up(hardware: HardwareConfig, multi_worker: bool = False) -> tf.distribute.Strategy:
+    """Choose the strategy, then the precision and determinism the flags ask for. With `multi_worker` (training),
+    a TF_CONFIG naming several tasks gives MultiWorkerMirroredStrategy: call this before anything else runs
+    TensorFlow, since collectives are configured when its context starts."""
+    cluster = check_cluster(hardware) if multi_worker else None
+    if cluster:
+        strategy = start_strategy(cluster, hardware.communication, hardware.cluster_start_timeout)
+    else:
+        strategy = select_strategy(hardware.tpu, hardware.tpu_zone, hardware.gcp_project, hardware.cpu_replicas)
     if hardware.wants_determinism:
         tf.config.experimental.enable_op_determinism()
     if hardware.wants_bf16:
@@ -72,6 +79,9 @@ def describe(strategy: tf.distribute.Strategy) -> str:
     kind = type(strategy).__name__
     if kind == "_DefaultDistributionStrategy":
         kind = "the default strategy (one CPU device)"
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        workers = strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
+        kind = f"MultiWorkerMirroredStrategy over {workers} workers"
     return f"{kind} with {strategy.num_replicas_in_sync} replica(s)"
 
 

@@ -18,7 +18,8 @@ What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.p
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, replace
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -34,15 +35,17 @@ from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.mixture import Mixture, distributed_mixture_dataset, find_training_mixture, members_of
-from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
+from mlm_tpu.shards.layout import BatchLayout
+from mlm_tpu.shards.mixture import Mixture, find_training_mixture, members_of
+from mlm_tpu.shards.pipeline import distributed_training_dataset, input_hosts, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
-from mlm_tpu.shards.text2text_packing import distributed_packed_training_dataset, packed_steps_per_epoch
-from mlm_tpu.training.backup import Backup, BackupRecord
+from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.data_order import choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
+from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
@@ -74,6 +77,7 @@ class LoopState:
     interval_steps: int = 0
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
     epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
+    input_pipelines: Optional[int] = None  # the data order's V (data_order.py); None in backups of mlm_tpu <= 0.3.0
 
 
 @dataclass
@@ -121,12 +125,10 @@ def find_training_shards(config: TrainingConfig, task: Task):
     return train, evaluation
 
 
-def plan_steps(config: TrainingConfig, shards: ShardSet, strategy) -> Plan:
+def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
-    global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
-    per_epoch = (packed_steps_per_epoch(shards, config.per_replica_batch_size, strategy, seed=config.seed,
-                                        window=config.shuffle_buffer_size) if config.pack
-                 else steps_per_epoch(shards, config.per_replica_batch_size, strategy))
+    global_batch_size = layout.global_batch_size
+    per_epoch = steps_per_epoch(shards, layout)
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -150,20 +152,23 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
 
 
 def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None):
-    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (mean over replicas),
-    scored positions predicted right, and scored positions. `jit_compile`: each replica's forward and backward pass
-    is compiled with XLA (the gradients' sum over replicas and the update stay outside, where the strategy does them).
-    `forward(model, batch, training)` gives the outputs (default: the model called on the batch)."""
-    replicas = strategy.num_replicas_in_sync
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over every
+    scored position of the global batch), scored positions predicted right, and scored positions.
 
-    def gradients_and_counts(batch):
+    The model's loss is the mean over its replica's scored positions; weighted by the replica's share of all
+    scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
+    `jit_compile`: each replica's forward and backward pass is compiled with XLA (the sums over replicas and the
+    update stay outside, where the strategy does them). `forward(model, batch, training)` gives the outputs
+    (default: the model called on the batch)."""
+
+    def gradients_and_counts(batch, share):
         dropout_keys.start_step(optimizer.iterations)
-        with tf.GradientTape() as tape:
-            outputs = forward(model, batch, True) if forward else model(**batch, training=True)
-            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) / replicas
-        gradients = tape.gradient(loss, model.trainable_variables)
         labels = tf.cast(batch["labels"], tf.int32)
         scored = tf.not_equal(labels, IGNORE_INDEX)
+        with tf.GradientTape() as tape:
+            outputs = forward(model, batch, True) if forward else model(**batch, training=True)
+            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) * share
+        gradients = tape.gradient(loss, model.trainable_variables)
         right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
         return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
                                     tf.reduce_sum(tf.cast(scored, tf.float32))])
@@ -172,7 +177,10 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
         gradients_and_counts = tf.function(gradients_and_counts, jit_compile=True)
 
     def replica_step(batch):
-        gradients, counts = gradients_and_counts(batch)
+        scored_here = tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32))
+        scored_everywhere = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, scored_here)
+        # a step of padding rows only (the end of a packed epoch) scores nothing: its loss is 0
+        gradients, counts = gradients_and_counts(batch, scored_here / tf.maximum(scored_everywhere, 1.0))
         optimizer.apply_gradients([(gradient, variable) for gradient, variable in
                                    zip(gradients, model.trainable_variables) if gradient is not None])
         return counts
@@ -198,9 +206,15 @@ class Trainer:
 
     def run(self) -> TrainingResult:
         check_config(self.config, self.task)
-        config, task = with_schedule_defaults(self.config), self.task
-        self.config = config
-        strategy = set_up(config.hardware)
+        self.config = with_schedule_defaults(self.config)
+        strategy = set_up(self.config.hardware, multi_worker=True)
+        self.worker = worker_of(strategy)
+        with StopRequests(strategy, self.worker) as stops, \
+                cluster_errors(self.worker, os.path.join(self.config.output_dir, "backup")):
+            return self._run(strategy, stops)  # from now on SIGTERM stops the run with a backup
+
+    def _run(self, strategy, stops: StopRequests) -> TrainingResult:
+        config, task = self.config, self.task
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
@@ -210,59 +224,62 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
-        plan = plan_steps(config, self.train_shards, strategy)
+        record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
+                               len(self.train_shards.files), config.per_replica_batch_size *
+                               strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
+        self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
+        plan = plan_steps(config, self.train_shards, layout)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
-            dropout_keys = key_dropout_by_step(model, config.seed)
-        make_output_dir(config.output_dir)
-        with claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "training run",
-                     "give this run another --output-dir") as claim:
-            return self._train(strategy, plan, model, optimizer, dropout_keys, tokenizer, eval_shards, claim)
+            dropout_keys = key_dropout_by_step(model, config.seed, layout)
+        if self.worker.is_chief:
+            make_output_dir(config.output_dir)
+        self.worker.check_output_dir(config.output_dir)
+        claim = claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "training run",
+                        "give this run another --output-dir") if self.worker.is_chief else nullcontext()
+        with claim as claim:
+            return self._train(strategy, stops, layout, plan, (model, optimizer, dropout_keys), tokenizer,
+                               eval_shards, record, claim)
 
-    def _train(self, strategy, plan: Plan, model, optimizer, dropout_keys, tokenizer, eval_shards,
-               claim) -> TrainingResult:
-        """The run, once the output folder is this process' alone: resume or start, train, save, push."""
+    def _train(self, strategy, stops: StopRequests, layout: BatchLayout, plan: Plan, trained, tokenizer,
+               eval_shards, record: Optional[BackupRecord], claim) -> TrainingResult:
+        """The run, once the output folder is this run's alone: resume or start, train, save, push. `trained` is
+        (model, optimizer, dropout keys)."""
         config, task = self.config, self.task
-        pusher = self._hub_pusher()
+        model, optimizer, dropout_keys = trained
+        pusher = self._hub_pusher() if self.worker.is_chief else None
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
-            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}; "
-            f"{self.train_shards.records:,} examples in {len(self.train_shards.files)} shards -> "
-            f"{plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
+            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}, made by "
+            f"{layout.input_pipelines} input pipelines; {self.train_shards.records:,} examples in "
+            f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
+            "steps in all")
         settings = result_settings(config, plan.global_batch_size, self.train_shards.files, self.train_shards.counts)
+        changes = []
         with strategy.scope():
-            backup = Backup(os.path.join(config.output_dir, "backup"), model, optimizer)
-            record = backup.find()
-            changes = []
+            backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
             if record:
                 changes = check_resumed_settings(config, record.settings, settings, record.step, config.output_dir,
                                                  record.setting_changes)
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
+        state.input_pipelines = layout.input_pipelines
         self.run_info = self._run_info(plan, strategy, changes)
-        if not os.path.isfile(os.path.join(config.output_dir, "config.json")):  # else it comes with the first save,
-            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)  # beside the model it made
+        # the chief writes the run's settings now, unless a model is there: then they come with the first save
+        if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
+            write_json(os.path.join(config.output_dir, RUN_INFO_FILE), self.run_info)
         if step:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        if isinstance(self.train_shards, Mixture):
-            dataset = distributed_mixture_dataset(strategy, self.train_shards, config.per_replica_batch_size,
-                                                  task.make_transform(tokenizer), seed=config.seed,
-                                                  window=config.shuffle_buffer_size, start_step=step,
-                                                  vocab_size=model.config.vocab_size)
-        elif config.pack:
-            dataset = distributed_packed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
-                                                          seed=config.seed, window=config.shuffle_buffer_size,
-                                                          steps_per_epoch=plan.steps_per_epoch, start_step=step,
-                                                          vocab_size=model.config.vocab_size)
-        else:
-            dataset = distributed_training_dataset(strategy, self.train_shards, config.per_replica_batch_size,
-                                                   task.make_transform(tokenizer), seed=config.seed,
-                                                   window=config.shuffle_buffer_size,
-                                                   steps_per_epoch=plan.steps_per_epoch, start_step=step,
-                                                   vocab_size=model.config.vocab_size)
-        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher, RunLogs(config.output_dir), state,
-                     describe(strategy), BackupRecord(step, {}, settings, changes), claim)
+        dataset = distributed_training_dataset(strategy, self.train_shards, layout,
+                                               task.make_transform(tokenizer), seed=config.seed,
+                                               window=config.shuffle_buffer_size,
+                                               steps_per_epoch=plan.steps_per_epoch, start_step=step,
+                                               vocab_size=model.config.vocab_size)
+        loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
+                     RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
+                     BackupRecord(step, {}, settings, changes), claim, stops)
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys,
                                         wants_jit_compile(config.jit_compile, config.hardware),
@@ -272,7 +289,8 @@ class Trainer:
                 pusher.abandon()
             raise
         backup.remove()
-        loop.draw_loss_plot()
+        if self.worker.is_chief:
+            loop.draw_loss_plot()
         if pusher:
             pusher.finish(f"End of training ({plan.total_steps} steps)")
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
@@ -289,7 +307,8 @@ class Trainer:
     def _run_info(self, plan: Plan, strategy, setting_changes: List[dict]) -> dict:
         """training_args.json: the config (`--config` replays it) and, under "run", what this run computed, and the
         settings changed on resuming (--allow-changed-settings), each with the step it took effect at."""
-        run = {"replicas": strategy.num_replicas_in_sync, "strategy": describe(strategy), **asdict(plan),
+        run = {"replicas": strategy.num_replicas_in_sync, "hosts": input_hosts(strategy),
+               "strategy": describe(strategy), **asdict(plan),
                "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
                "mlm_tpu_version": mlm_tpu.__version__}
         if isinstance(self.train_shards, Mixture):
@@ -303,11 +322,13 @@ class _Loop:
     """The steps of one run and what happens between them."""
 
     def __init__(self, trainer: Trainer, plan: Plan, model, tokenizer, backup: Backup, validation, pusher,
-                 logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim):
+                 logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim,
+                 stops: StopRequests):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
         self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
+        self.stops, self.worker = stops, trainer.worker
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -337,7 +358,8 @@ class _Loop:
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
-            self.claim.refresh(unless_within=CLAIM_REFRESH_SECONDS)
+            if self.claim:  # the chief's
+                self.claim.refresh(unless_within=CLAIM_REFRESH_SECONDS)
             self.count(results, step)
             step += length
             bar.update(length)
@@ -348,10 +370,16 @@ class _Loop:
                 self.end_epoch(epoch, step, time.perf_counter() - started)
                 if self.model.stop_training:  # a user's Keras callback asked to stop
                     break
+            if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
+                self.save_backup(step)
+                self.stops.stop(step)
             if step < self.plan.total_steps and self.backup_due(step):
-                self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
-                self.backup.save(self.backup_record)
+                self.save_backup(step)
         self.callbacks.on_train_end()
+
+    def save_backup(self, step: int) -> None:
+        self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
+        self.backup.save(self.backup_record)
 
     def backup_due(self, step: int) -> bool:
         if self.config.backup_steps:
@@ -426,7 +454,7 @@ class _Loop:
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
+        save_model_folder(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
                           {RUN_INFO_FILE: self.run_info, **(records or {})},
                           self.card_name)
 

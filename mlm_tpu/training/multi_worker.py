@@ -1,0 +1,380 @@
+"""Training on several machines: MultiWorkerMirroredStrategy from TF_CONFIG, and who writes what.
+
+TF_CONFIG (as Vertex AI, the Kubernetes training operator and TensorFlow's docs set it) names the
+cluster's tasks, `{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}`
+(a "chief" task may come first). With more than one task, every task runs the same `train.py`
+command and the strategy all-reduces gradients over all of them. Worker 0 (the chief, when TF_CONFIG
+names one) is the one that writes: the backup, the model folder and its card, the TensorBoard logs,
+the Hub push. The others take part in every save, as the strategy needs, writing into a temporary
+folder of their own that they delete; they restore from the chief's backup, so the output folder must
+be storage every worker sees (a shared file system).
+
+What can go wrong is one line each: a malformed TF_CONFIG; a port already in use; a worker that
+never starts (the strategy's constructor would wait for it forever: here the wait is bounded and the
+missing worker named); a worker that cannot see the chief's output folder; a worker that dies mid-run
+(the others learn it from the coordination service's heartbeat within ~10 s and stop). SIGTERM (what
+a preempted VM gets) to any worker makes every worker save a backup at the same step and stop.
+"""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Tuple
+
+from mlm_tpu.console import log
+from mlm_tpu.errors import Stopped, UserError
+
+TF_CONFIG = "TF_CONFIG"
+COMMUNICATIONS = ("auto", "ring", "nccl")
+JOBS = ("chief", "worker")  # in TensorFlow's order of ids: the chief (if any) is worker 0
+EXAMPLE = '{"cluster": {"worker": ["host0:port", "host1:port"]}, "task": {"type": "worker", "index": 0}}'
+KEY_TIMEOUT_MS = 300_000  # how long a worker waits for the chief at the start (after the cluster formed)
+TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
+SCRATCH = "mlm-tpu-worker-"  # + index - pid - random: a non-chief's temporary folder
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The tasks TF_CONFIG names, in TensorFlow's order, and which of them this process is."""
+
+    tasks: Tuple[Tuple[str, int, str], ...]  # (job, index in its job, host:port)
+    index: int  # this process' place in `tasks`: TensorFlow's id in the cluster
+
+    @property
+    def size(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def address(self) -> str:
+        return self.tasks[self.index][2]
+
+    def name(self, index: int) -> str:
+        job, position, address = self.tasks[index]
+        return f"worker {index} ({'the chief, ' if index == 0 else ''}{address})"
+
+    def index_of(self, job: str, position: int) -> Optional[int]:
+        for index, (task_job, task_position, _) in enumerate(self.tasks):
+            if (task_job, task_position) == (job, position):
+                return index
+        return None
+
+
+def read_cluster(environ=os.environ) -> Optional[Cluster]:
+    """The cluster TF_CONFIG names, or None when it is unset or names one task (one process trains alone)."""
+    text = environ.get(TF_CONFIG, "").strip()
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError as error:
+        raise UserError(f"TF_CONFIG is not valid JSON ({error}); it should look like {EXAMPLE}") from None
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    task = config.get("task") if isinstance(config, dict) else None
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise UserError(f"TF_CONFIG needs a \"cluster\" and a \"task\" object; it should look like {EXAMPLE}")
+    others = sorted(set(cluster) - set(JOBS))
+    if others:
+        raise UserError(f"TF_CONFIG names {', '.join(others)} tasks; train.py runs MultiWorkerMirroredStrategy, "
+                        "whose tasks are one optional chief and workers")
+    tasks: List[Tuple[str, int, str]] = []
+    for job in JOBS:
+        addresses = cluster.get(job, [])
+        if not isinstance(addresses, list) or not all(isinstance(a, str) and _port_of(a) for a in addresses):
+            raise UserError(f"TF_CONFIG's cluster.{job} must be a list of \"host:port\" addresses, not "
+                            f"{json.dumps(addresses)}")
+        tasks += [(job, position, address) for position, address in enumerate(addresses)]
+    if len({address for _, _, address in tasks}) < len(tasks):
+        raise UserError("TF_CONFIG names the same host:port twice; give every task its own port")
+    if cluster.get("chief") and len(cluster["chief"]) > 1:
+        raise UserError("TF_CONFIG names more than one chief; name one (or none: worker 0 is then the chief)")
+    job, position = task.get("type"), task.get("index", 0)
+    place = Cluster(tuple(tasks), 0).index_of(job, position) if isinstance(position, int) else None
+    if place is None:
+        raise UserError(f"TF_CONFIG's task {json.dumps(task)} is not one of its cluster's tasks "
+                        f"({', '.join(f'{j} {p}' for j, p, _ in tasks)}); set task.type and task.index to this "
+                        "process' own")
+    return Cluster(tuple(tasks), place) if len(tasks) > 1 else None
+
+
+def _port_of(address: str) -> Optional[int]:
+    host, _, port = address.rpartition(":")
+    return int(port) if host and port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def _answers(address: str, timeout: float = 1.0) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _check_port_free(cluster: Cluster) -> None:
+    port = _port_of(cluster.address)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed run's sockets in TIME_WAIT are fine
+    try:
+        probe.bind(("", port))
+    except OSError as error:
+        raise UserError(f"port {port} of {cluster.name(cluster.index)} is in use ({error.strerror}): another "
+                        "program (or an earlier run still stopping) listens there; give this worker a free port in "
+                        "TF_CONFIG (mlm-tpu launch --port chooses the first of consecutive ports)") from None
+    finally:
+        probe.close()
+
+
+def check_cluster(hardware) -> Optional[Cluster]:
+    """The cluster TF_CONFIG names for training on `hardware` (a HardwareConfig), checked with this worker's port
+    and the flags that go with it, before TensorFlow loads; None for one process alone."""
+    cluster = read_cluster() if hardware.tpu is None else None
+    if cluster is None:
+        return None
+    if hardware.cpu_replicas > 1:
+        raise UserError(f"--cpu-replicas {hardware.cpu_replicas} splits the CPU of one process; with TF_CONFIG each "
+                        "worker trains one replica on its CPU (or one per GPU): drop --cpu-replicas")
+    if hardware.communication not in COMMUNICATIONS:
+        raise UserError(f"--communication must be one of {', '.join(COMMUNICATIONS)}, not {hardware.communication!r}")
+    _check_port_free(cluster)
+    return cluster
+
+
+def start_strategy(cluster: Cluster, communication: str, start_timeout: float):
+    """MultiWorkerMirroredStrategy over `cluster`, created before anything else touches TensorFlow's context.
+
+    Its constructor waits for every task to register with the coordination service, by default forever: here the
+    service is configured as the strategy would configure it, plus a registration barrier that gives up after
+    `start_timeout` seconds, and the workers that do not answer at their address are named."""
+    import tensorflow as tf
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.eager import context
+
+    log(f"Joining the cluster as {cluster.name(cluster.index)} of {cluster.size} (waiting up to "
+        f"{start_timeout:g} s for all of them)")
+    jobs = [job for job in JOBS if any(task[0] == job for task in cluster.tasks)]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=f"/job:{cluster.tasks[0][0]}/replica:0/task:0",
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
+            name=job, num_tasks=sum(task[0] == job for task in cluster.tasks)) for job in jobs],
+        cluster_register_timeout_in_ms=int(start_timeout * 1000))
+    # not among configure_coordination_service's arguments: without it the timeout above does not bound the wait
+    context.context()._coordination_service_config.cluster_register_with_barrier = True
+    implementation = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+                      "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+                      "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}[communication]
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError):
+        raise UserError(_cluster_did_not_form(cluster, start_timeout)) from None
+
+
+def _cluster_did_not_form(cluster: Cluster, seconds: float) -> str:
+    """Which workers are missing, in words."""
+    missing = [cluster.name(index) for index in range(cluster.size) if index != cluster.index
+               and not _answers(cluster.tasks[index][2])]
+    if missing:
+        return (f"{', '.join(missing)} did not start within {seconds:g} s (nothing answers at its address); start "
+                "every worker with the same command and its own TF_CONFIG task, or raise --cluster-start-timeout")
+    return (f"the cluster did not form within {seconds:g} s although every worker answers at its address; check "
+            "that all of them run train.py with the same TF_CONFIG cluster")
+
+
+@dataclass
+class Worker:
+    """This process' part in the run: which worker it is, and where what it writes goes."""
+
+    cluster: Optional[Cluster] = None  # None: the only process
+    scratch: Optional[str] = None  # a non-chief's temporary folder, deleted at the end
+
+    @property
+    def is_chief(self) -> bool:
+        return self.cluster is None or self.cluster.index == 0
+
+    @property
+    def name(self) -> str:
+        return self.cluster.name(self.cluster.index) if self.cluster else "the only worker"
+
+    def folder(self, output_dir: str) -> str:
+        """Where this worker writes what belongs in `output_dir`: there (the chief), or its scratch folder."""
+        if self.is_chief:
+            return output_dir
+        if self.scratch is None:
+            _remove_scratch_of_dead_workers()
+            self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH}{self.cluster.index}-{os.getpid()}-")
+        return self.scratch
+
+    def backup(self, backup_class, folder: str, model, optimizer):
+        """The chief's backup in `folder`; a non-chief restores from it and saves into its scratch folder."""
+        if self.is_chief:
+            return backup_class(folder, model, optimizer)
+        return _WorkerBackup(backup_class(folder, model, optimizer),
+                             backup_class(os.path.join(self.folder(""), "backup"), model, optimizer))
+
+    def clean_up(self) -> None:
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    def check_output_dir(self, output_dir: str) -> None:
+        """Every worker must see the chief's output folder: the chief writes a token file there and publishes the
+        token; each other worker reads the file and says what it found; the chief names any that could not."""
+        if self.cluster is None:
+            return
+        from tensorflow.python.eager import context
+
+        service = context.context()
+        if self.is_chief:
+            token = uuid.uuid4().hex
+            path = os.path.join(output_dir, f".worker-check-{token}")
+            with open(path, "w") as stream:
+                stream.write(token)
+            try:
+                service.set_config_key_value("mlm_tpu/output_dir_token", token)
+                for index in range(1, self.cluster.size):
+                    seen = service.get_config_key_value(f"mlm_tpu/output_dir_seen/{index}", KEY_TIMEOUT_MS)
+                    if seen != "yes":
+                        raise UserError(_not_shared(self.cluster.name(index), output_dir, seen))
+            finally:
+                os.remove(path)
+            return
+        token = service.get_config_key_value("mlm_tpu/output_dir_token", KEY_TIMEOUT_MS)
+        path = os.path.join(output_dir, f".worker-check-{token}")
+        try:
+            with open(path) as stream:
+                seen = "yes" if stream.read() == token else f"{path} holds something else"
+        except OSError as error:
+            seen = f"{path}: {error.strerror}"
+        service.set_config_key_value(f"mlm_tpu/output_dir_seen/{self.cluster.index}", seen)
+        if seen != "yes":
+            raise UserError(_not_shared(self.name, output_dir, seen))
+
+
+def _remove_scratch_of_dead_workers() -> None:
+    """Scratch folders of workers killed on this machine (SIGKILL leaves no time to delete them)."""
+    folder = tempfile.gettempdir()
+    for name in os.listdir(folder):
+        found = re.fullmatch(SCRATCH + r"\d+-(\d+)-\w+", name)
+        if found and not _process_exists(int(found.group(1))):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _not_shared(worker: str, output_dir: str, seen: str) -> str:
+    return (f"{worker} cannot see the --output-dir {output_dir} that worker 0 writes ({seen}): every worker must "
+            "see the same folder, on a shared file system mounted at the same path, since all of them resume from "
+            "the chief's backup")
+
+
+class _WorkerBackup:
+    """A non-chief's backup: restored from the chief's, saved (every worker must take part) into scratch."""
+
+    def __init__(self, chiefs, own):
+        self.chiefs, self.own = chiefs, own
+
+    def restore(self, record) -> None:
+        self.chiefs.restore(record)
+
+    def save(self, record) -> None:
+        self.own.save(record)
+
+    def remove(self) -> None:
+        self.own.remove()
+
+
+def worker_of(strategy) -> Worker:
+    """This process' Worker under `strategy` (the only one, unless it is a MultiWorkerMirroredStrategy)."""
+    import tensorflow as tf
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return Worker()
+    resolver = strategy.cluster_resolver
+    cluster = read_cluster({TF_CONFIG: json.dumps({"cluster": resolver.cluster_spec().as_dict(),
+                                                   "task": {"type": resolver.task_type,
+                                                            "index": resolver.task_id}})})
+    return Worker(cluster)
+
+
+class StopRequests:
+    """SIGTERM (and, with several workers, SIGINT) asks the run to stop at the next step it can: every worker
+    learns of it at the same step (a one-number all-reduce after each execution), saves a backup there and stops."""
+
+    def __init__(self, strategy, worker: Worker):
+        import tensorflow as tf
+
+        self.signal_name: Optional[str] = None
+        self.worker = worker
+        signals = [signal.SIGTERM] + ([signal.SIGINT] if worker.cluster else [])
+        self.previous = {}  # the handlers to put back (signals reach only the main thread's handlers)
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {number: signal.signal(number, self._on_signal) for number in signals}
+
+        @tf.function
+        def anyone(asked):
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(asked)), axis=None)
+
+        self._anyone = anyone
+
+    def __enter__(self) -> "StopRequests":
+        return self
+
+    def __exit__(self, *exception) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def _on_signal(self, number, frame) -> None:
+        self.signal_name = signal.Signals(number).name
+        log(f"{self.signal_name} received: stopping after this step, with a backup")
+
+    def agreed(self) -> bool:
+        """Whether any worker was asked to stop (all workers call this at the same steps)."""
+        import tensorflow as tf
+
+        if self.worker.cluster is None:
+            return self.signal_name is not None
+        return bool(self._anyone(tf.constant(self.signal_name is not None, tf.int32)).numpy())
+
+    def stop(self, step: int) -> None:
+        why = f"{self.signal_name} on {self.worker.name}" if self.signal_name else "another worker was sent a signal"
+        raise Stopped(f"stopped at step {step} ({why}); the backup is written: run the same command again to "
+                      "continue")
+
+
+@contextlib.contextmanager
+def cluster_errors(worker: Worker, backup_folder: str) -> Iterator[None]:
+    """A worker that died or became unreachable, as one line naming it, instead of TensorFlow's pages."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+            tf.errors.DeadlineExceededError) as error:
+        if worker.cluster is None:
+            raise
+        cluster = worker.cluster
+        named = [cluster.index_of(job, int(task)) for job, task in TASK.findall(error.message)]
+        others = [index for index in named if index is not None and index != cluster.index]
+        who = cluster.name(others[0]) if others else "another worker"
+        raise UserError(f"{who} stopped answering (killed, crashed or cut off), so {worker.name} stops too; start "
+                        f"every worker again with the same command: the run resumes from its last backup in "
+                        f"{backup_folder}") from None
+    finally:
+        worker.clean_up()
