@@ -49,7 +49,8 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.pipeline import training_batches
     from mlm_tpu.shards.reading import find_shards
-    from mlm_tpu.shards.text2text_packing import packed_batches_per_epoch, packed_training_batches
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
     from mlm_tpu.t5.packed import packed_outputs
     from mlm_tpu.t5.presets import config_for
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -62,9 +63,9 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     model = TFT5ForConditionalGeneration.from_config(config_for(model_config, tokenizer))
     model.build_in_name_scope()
     if pack:
-        per_epoch = packed_batches_per_epoch(shards, batch_size, seed=0, pipeline=0, window=2**18)
-        dataset = packed_training_batches(shards, batch_size, seed=0, pipeline=0, window=2**18,
-                                          batches_per_epoch=per_epoch)
+        layout = BatchLayout(1, batch_size, 1, 1)  # one virtual pipeline, as the unpacked batches below
+        per_epoch = packed_steps_per_epoch(shards, layout, seed=0, window=2**18)
+        dataset = host_packed_batches(shards, layout, 0, seed=0, window=2**18, steps_per_epoch=per_epoch)
     else:
         per_epoch = shards.records // batch_size
         dataset = training_batches(shards, batch_size, None, seed=0, pipeline=0, window=2**18,

@@ -241,3 +241,27 @@ def short_shards(tmp_path_factory):
     shard_text2text(MADE_BY_0_2 / "t5-tokenizer", [path], folder / "shards", "train", "--input-column", "text",
                     "--target-column", "target", "--max-length", 64, "--max-target-length", 16, "--shard-size", 30)
     return folder / "shards" / "train"
+
+
+def global_batches(layout, host_dataset, steps: int) -> list:
+    """Each step's global batch ({name: numpy array}) put together from every host's batches for each of its
+    replicas, `host_dataset(host)` being that host's input pipeline (as distributed_dataset calls it)."""
+    import numpy as np
+
+    streams = [iter(host_dataset(host)) for host in range(layout.hosts)]
+    found = []
+    for _ in range(steps):
+        parts = [next(stream) for stream in streams for _ in range(layout.replicas_per_host)]
+        assert all(len(part["labels"]) == layout.rows_per_replica for part in parts)
+        found.append({name: np.concatenate([part[name].numpy() for part in parts]) for name in parts[0]})
+    return found
+
+
+def assert_same_batches(found: list, expected: list) -> None:
+    import numpy as np
+
+    assert len(found) == len(expected)
+    for one, other in zip(found, expected):
+        assert one.keys() == other.keys()
+        for name in one:
+            np.testing.assert_array_equal(one[name], other[name], err_msg=name)

@@ -6,9 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_user_error, run_train
+from conftest import assert_same_batches, assert_user_error, global_batches, run_train
 
 FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
+
+
 @pytest.fixture(scope="module")
 def examples(short_shards):
     """Every training example of those shards, decoded."""
@@ -92,29 +94,53 @@ def test_packing_keeps_every_token_of_every_example_in_order(examples):
 
 
 def test_packed_batches_are_a_function_of_seed_and_step(examples):
-    """Epochs of the same number of steps; a pipeline started at batch k gives what the one from 0 gave from k on;
+    """Epochs of the same number of steps; a pipeline started at step k gives what the one from 0 gave from k on;
     each epoch packs every example once, in a new order."""
-    from mlm_tpu.shards.text2text_packing import packed_batches_per_epoch, packed_training_batches
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
 
     shards, _ = examples
-    per_epoch = packed_batches_per_epoch(shards, 2, seed=3, pipeline=0, window=16)
+    layout = BatchLayout(1, 2, 1, 1)
+    per_epoch = packed_steps_per_epoch(shards, layout, seed=3, window=16)
     assert per_epoch >= 3
 
     def batches(start, count):
-        dataset = packed_training_batches(shards, 2, seed=3, pipeline=0, window=16, batches_per_epoch=per_epoch,
-                                          start_batch=start, vocab_size=5000)
-        return [{name: values.numpy() for name, values in batch.items()} for batch in dataset.take(count)]
+        return global_batches(layout, lambda host: host_packed_batches(
+            shards, layout, host, seed=3, window=16, steps_per_epoch=per_epoch, start_step=start, vocab_size=5000),
+            count)
 
     run = batches(0, 2 * per_epoch + 2)
-    resumed = batches(per_epoch + 1, per_epoch + 1)
-    for one, other in zip(run[per_epoch + 1:], resumed):
-        for name in one:
-            np.testing.assert_array_equal(one[name], other[name])
+    assert_same_batches(batches(per_epoch + 1, per_epoch + 1), run[per_epoch + 1:])
     first, second = (np.concatenate([b["input_ids"] for b in run[e * per_epoch:(e + 1) * per_epoch]])
                      for e in (0, 1))
     assert not np.array_equal(first, second)
     segments = sum(len(set(row) - {0}) for b in run[:per_epoch] for row in b["target_segments"])
     assert 80 - 16 < segments <= 80  # at most the rows of one batch dropped at the epoch's end
+
+
+def test_packed_global_batches_are_the_same_on_any_number_of_hosts_and_replicas(examples):
+    """Two virtual pipelines, each packing its own shards: 1 host x 2 replicas, 2 hosts x 1 replica and 1 x 1 train
+    the same rows every step, into the second epoch, and a run resumed on another topology continues them."""
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
+
+    shards, _ = examples
+    per_epoch = packed_steps_per_epoch(shards, BatchLayout(2, 4, 1, 1), seed=3, window=16)
+    one_pipeline = packed_steps_per_epoch(shards, BatchLayout(1, 4, 1, 1), seed=3, window=16)
+    assert 2 <= per_epoch < one_pipeline  # each pipeline packs only its share: the fuller one does not decide
+
+    def batches(hosts, replicas, start, count):  # replicas: all hosts' together
+        layout = BatchLayout(2, 4, hosts, replicas)
+        layout.check(len(shards.files), flag_given=True)
+        return global_batches(layout, lambda host: host_packed_batches(
+            shards, layout, host, seed=3, window=16, steps_per_epoch=per_epoch, start_step=start), count)
+
+    alone = batches(1, 1, 0, 2 * per_epoch + 1)
+    assert len({b["input_ids"].tobytes() for b in alone}) == len(alone)
+    assert_same_batches(batches(1, 2, 0, len(alone)), alone)  # 1 host x 2 replicas
+    assert_same_batches(batches(2, 2, 0, len(alone)), alone)  # 2 hosts x 1 replica
+    assert_same_batches(batches(2, 4, per_epoch - 1, 3), alone[per_epoch - 1:per_epoch + 2])  # 2 x 2, resumed
+    assert_same_batches(batches(1, 2, per_epoch + 1, per_epoch), alone[per_epoch + 1:])
 
 
 def test_pack_with_mlm_is_one_line(tmp_path):

@@ -8,13 +8,17 @@ then lets a token attend only to tokens of its own segment (the T5 task builds t
 masks from them), so each example is computed as if it were alone; T5's relative position buckets
 need nothing else, since an example's tokens stay contiguous and keep their distances.
 
-Deterministic and keyed like the unpacked pipeline (pipeline.py): each epoch reads the same
-shuffled order of records, cut into chunks of CHUNK examples, each chunk packed greedily in order
-(a row never spans two chunks). Every epoch has the same number of steps: as many as epoch 1's
-packing fills, computed at start from the examples' lengths; a later epoch whose packing makes a few
-rows more drops them (as unpacked epochs drop their last partial batch), one that makes fewer ends
-with empty rows, which take no loss. A resumed run rebuilds its epoch's packing from the epoch's
-start and drops the rows before its step (never sent to the device).
+Deterministic and keyed like the unpacked pipeline (pipeline.py), over the same virtual input
+pipelines (layout.py): virtual pipeline v packs only its own shards, read in its own order from
+(seed, v), and gives each step global batch / V packed rows; the machines' pipelines put those parts
+together as for unpacked rows, so every step's rows are the same on any number of workers or
+replicas. Each epoch a virtual pipeline's shuffled records are cut into chunks of CHUNK examples,
+each chunk packed greedily in order (a row never spans two chunks). Every epoch has the same number
+of steps: as many as epoch 1's packing fills in the virtual pipeline that fills fewest, computed at
+start from the examples' lengths; a later epoch whose packing makes a few rows more drops them (as
+unpacked epochs drop their last partial batch), one that makes fewer ends with empty rows, which
+take no loss. A resumed run rebuilds its epoch's packing from the epoch's start and drops the rows
+before its step (never sent to the device).
 """
 
 from typing import Dict, Optional
@@ -22,16 +26,11 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.pipeline import ID_BEYOND_VOCABULARY, TrainingOrder, _pipelines
+from mlm_tpu.shards.layout import BatchLayout
+from mlm_tpu.shards.pipeline import HostOrders, TrainingOrder, decoder, host_batches, pipeline_window
 from mlm_tpu.shards.reading import ShardSet
 
 CHUNK = 1024  # examples packed together
-
-
-def _parse(shards: ShardSet):
-    schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
-    return lambda records: {name: tf.cast(values, tf.int32)
-                            for name, values in tf.io.parse_example(records, schema).items()}
 
 
 def row_of_each_example(input_lengths: tf.Tensor, target_lengths: tf.Tensor, max_length: int,
@@ -89,10 +88,9 @@ def pack_examples(examples: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     }
 
 
-def _packed_rows(order: TrainingOrder, shards: ShardSet, epoch) -> tf.data.Dataset:
-    """Epoch `epoch`'s packed rows, serialized records decoded a chunk at a time."""
-    parse = _parse(shards)
-    return order.records(epoch, 0).batch(CHUNK).map(lambda records: pack_examples(parse(records))).unbatch()
+def _packed_rows(order: TrainingOrder, decode, epoch) -> tf.data.Dataset:
+    """Epoch `epoch`'s packed rows, serialized records decoded (`decode`, pipeline.decoder) a chunk at a time."""
+    return order.records(epoch, 0).batch(CHUNK).map(lambda records: pack_examples(decode(0, records))).unbatch()
 
 
 def _empty_rows(shards: ShardSet) -> tf.data.Dataset:
@@ -103,60 +101,34 @@ def _empty_rows(shards: ShardSet) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensors(row).repeat()
 
 
-def packed_batches_per_epoch(shards: ShardSet, batch_size: int, *, seed: int, pipeline: int, window: int) -> int:
-    """Batches of `batch_size` packed rows in the first epoch (every epoch gets this many)."""
-    order = TrainingOrder(shards, seed, pipeline, window)
-    rows = _packed_rows(order, shards, 0).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
-    return int(rows.numpy()) // batch_size
+def packed_steps_per_epoch(shards: ShardSet, layout: BatchLayout, *, seed: int, window: int) -> int:
+    """Steps in which every virtual pipeline has its whole part of the batch in packed rows: the fewest that epoch
+    1's packing fills in any of them (each reads its shards once to count)."""
+    decode, counts = decoder(shards, None, None), []
+    for pipeline in range(layout.input_pipelines):
+        order = TrainingOrder.of(shards.share(pipeline, layout.input_pipelines), seed, pipeline,
+                                 pipeline_window(window, layout))
+        rows = _packed_rows(order, decode, 0).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
+        counts.append(int(rows.numpy()) // layout.rows_per_pipeline)
+    return min(counts)
 
 
-def packed_training_batches(shards: ShardSet, batch_size: int, *, seed: int, pipeline: int, window: int,
-                            batches_per_epoch: int, start_batch: int = 0,
-                            vocab_size: Optional[int] = None) -> tf.data.Dataset:
-    """This pipeline's batches of packed rows, endlessly, from its `start_batch`-th: `batches_per_epoch` per epoch."""
-    order = TrainingOrder(shards, seed, pipeline, window)
-    rows_per_epoch = batches_per_epoch * batch_size
-    first_epoch, first_batch = divmod(start_batch, batches_per_epoch)
+def host_packed_batches(shards: ShardSet, layout: BatchLayout, host: int, *, seed: int, window: int,
+                        steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
+    """As pipeline.host_training_batches, with packed rows: each virtual pipeline packs its own shards' examples and
+    gives each step layout.rows_per_pipeline rows, `steps_per_epoch` steps per epoch, from `start_step` on."""
+    orders = HostOrders(shards, layout, host, seed, window)
+    decode = decoder(shards, None, vocab_size)  # every token id checked (pipeline.reading_errors names a bad shard)
+    rows, first_epoch, first_step = layout.rows_per_pipeline, *divmod(start_step, steps_per_epoch)
 
-    def epoch_rows(epoch) -> tf.data.Dataset:
-        return _packed_rows(order, shards, epoch).concatenate(_empty_rows(shards)).take(rows_per_epoch)
+    def pipeline_parts(index):
+        order = orders.order(index)
 
-    rows = epoch_rows(first_epoch).skip(first_batch * batch_size).concatenate(
-        tf.data.Dataset.counter(first_epoch + 1).flat_map(epoch_rows))
-    return rows.batch(batch_size, drop_remainder=True).map(
-        lambda batch: _checked(batch, vocab_size), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        def epoch_rows(epoch) -> tf.data.Dataset:
+            return _packed_rows(order, decode, epoch).concatenate(_empty_rows(shards)).take(steps_per_epoch * rows)
 
+        packed = epoch_rows(first_epoch).skip(first_step * rows).concatenate(
+            tf.data.Dataset.counter(first_epoch + 1).flat_map(epoch_rows))
+        return packed.batch(rows, drop_remainder=True)
 
-def _checked(batch: Dict[str, tf.Tensor], vocab_size: Optional[int]) -> Dict[str, tf.Tensor]:
-    """The batch, once every token id is known to be below `vocab_size` (pipeline.reading_errors names a shard
-    that fails)."""
-    if vocab_size is None:
-        return batch
-    largest = tf.maximum(tf.reduce_max(batch["input_ids"]), tf.reduce_max(batch["labels"]))
-    with tf.control_dependencies([tf.debugging.Assert(largest < vocab_size, [ID_BEYOND_VOCABULARY, largest])]):
-        return {name: tf.identity(values) for name, values in batch.items()}
-
-
-def packed_steps_per_epoch(shards: ShardSet, per_replica_batch_size: int, strategy: tf.distribute.Strategy, *,
-                           seed: int, window: int) -> int:
-    """Steps in which every input pipeline has a whole batch of packed rows for each of its replicas."""
-    pipelines, replicas = _pipelines(strategy)
-    return min(packed_batches_per_epoch(shards.share(pipeline, pipelines), per_replica_batch_size, seed=seed,
-                                        pipeline=pipeline, window=window) // replicas
-               for pipeline in range(pipelines))
-
-
-def distributed_packed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet,
-                                        per_replica_batch_size: int, *, seed: int, window: int, steps_per_epoch: int,
-                                        start_step: int = 0, vocab_size: Optional[int] = None):
-    """As pipeline.distributed_training_dataset, with packed rows."""
-    _, replicas = _pipelines(strategy)
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        pipeline = context.input_pipeline_id
-        return packed_training_batches(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
-                                       seed=seed, pipeline=pipeline, window=window,
-                                       batches_per_epoch=steps_per_epoch * replicas,
-                                       start_batch=start_step * replicas, vocab_size=vocab_size)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
+    return host_batches(layout, host, pipeline_parts)
