@@ -28,8 +28,13 @@ def test_a_resumed_mixture_knows_what_each_member_gave():
 
     rates = [0.6, 0.4]
     members = next(iter(member_order(rates, 8, seed=1).batch(300 * 8))).numpy()
-    assert taken_before(300, rates, 8, seed=1, chunk=64) == np.bincount(members, minlength=2).tolist()
-    assert taken_before(0, rates, 8, seed=1) == [0, 0]
+    assert taken_before(300, rates, 8, seed=1, chunk=64) == [np.bincount(members, minlength=2).tolist()]
+    assert taken_before(0, rates, 8, seed=1) == [[0, 0]]
+    halves = members.reshape(300, 2, 4)  # two virtual pipelines: rows 0-3 and 4-7 of each step
+    assert taken_before(300, rates, 8, seed=1, pipelines=2, chunk=64) == [
+        np.bincount(halves[:, pipeline].ravel(), minlength=2).tolist() for pipeline in (0, 1)]
+    second = next(iter(member_order(rates, 8, seed=1, pipelines=2, pipeline=1).batch(300 * 4))).numpy()
+    np.testing.assert_array_equal(second, halves[:, 1].ravel())
 
 
 def test_mixing_takes_each_member_in_its_own_order():
@@ -77,7 +82,8 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     """Two splits mixed 0.7/0.3: every row of every batch is an example of the member the sampler drew for it, each
     member's examples come in its own order, and a pipeline started at step 9 gives what the first gave from 9."""
     from mlm_tpu.shards.format import TEXT2TEXT, features_of
-    from mlm_tpu.shards.mixture import member_order, mix, mixture_batches
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.mixture import host_mixture_batches, member_order, mix
     from mlm_tpu.shards.reading import find_shards
 
     members = [find_shards(str(T5_SHARDS / split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
@@ -85,8 +91,9 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     mixture = mix(members, ["train", "validation"], [0.7, 0.3])
     assert mixture.records == 80 and [m["rate"] for m in mixture.describe()] == [0.7, 0.3]
 
-    def rows(start_step, steps):
-        dataset = mixture_batches(mixture, 4, 2, None, seed=5, pipeline=0, window=8, start_step=start_step)
+    def rows(start_step, steps):  # one virtual pipeline, two replicas of 4 rows
+        dataset = host_mixture_batches(mixture, BatchLayout(1, 8, 1, 2), 0, lambda seed: None, seed=5, window=8,
+                                       start_step=start_step)
         return [tuple(row) for batch in dataset.take(2 * steps) for row in batch["input_ids"].numpy()]
 
     run = rows(0, 30)
@@ -97,6 +104,72 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     assert len(alone) > 200  # (4 examples are in both splits)
     assert len(set(r for r, m in zip(run, drawn) if m == 1)) == 20  # 72 rows of 20 examples: every one, epoch on epoch
     assert rows(9, 21) == run[9 * 8:]
+
+
+def write_members(folder: Path, sizes) -> list:
+    """Text-to-text shards (no manifest) of len(sizes) members, member m's example k starting with id
+    1000 m + k + 1, so each row says which example of which member it is; sizes[m] lists its shards' counts."""
+    import tensorflow as tf
+
+    def feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    folders = []
+    for member, counts in enumerate(sizes):
+        folders.append(folder / f"member{member}")
+        folders[-1].mkdir()
+        example = 0
+        for index, count in enumerate(counts):
+            with tf.io.TFRecordWriter(str(folders[-1] / f"dataset-{index:05d}-{count}.tfrecord")) as writer:
+                for _ in range(count):
+                    example += 1
+                    writer.write(tf.train.Example(features=tf.train.Features(feature={
+                        "input_ids": feature([1000 * member + example, 1] + [0] * 6),
+                        "attention_mask": feature([1, 1] + [0] * 6),
+                        "labels": feature([5, 1] + [-100] * 2)})).SerializeToString())
+    return folders
+
+
+def test_a_mixtures_global_batches_are_the_same_on_any_number_of_hosts_and_replicas(tmp_path):
+    """Two virtual pipelines, each mixing its share of both members: 1 host x 2 replicas, 2 hosts x 1 replica and
+    1 x 1 train the same examples every step, past the members' epochs, transformed alike; a run resumed on another
+    topology continues them."""
+    import tensorflow as tf
+
+    from conftest import assert_same_batches, global_batches
+    from mlm_tpu.shards.format import TEXT2TEXT, features_of
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.mixture import host_mixture_batches, member_order, mix
+    from mlm_tpu.shards.reading import find_shards
+
+    folders = write_members(tmp_path, [[6, 5, 7], [4, 3]])
+    members = [find_shards(str(folder), TEXT2TEXT, features_of(TEXT2TEXT, None, None)) for folder in folders]
+    mixture = mix(members, ["a", "b"], [0.6, 0.4])
+
+    def marked(seed):  # a transform keyed like masks: (seed + virtual pipeline, step)
+        return lambda step, batch: {**batch, "labels": batch["labels"] + tf.cast(10 * seed + 100 * step, tf.int32)}
+
+    def batches(hosts, replicas, start, count):  # replicas: all hosts' together
+        layout = BatchLayout(2, 8, hosts, replicas)
+        layout.check(2, flag_given=True)
+        return global_batches(layout, lambda host: host_mixture_batches(
+            mixture, layout, host, marked, seed=4, window=4, start_step=start), count)
+
+    alone = batches(1, 1, 0, 12)  # 96 examples of 25: every member's shares read several times
+    assert_same_batches(batches(1, 2, 0, 12), alone)  # 1 host x 2 replicas
+    assert_same_batches(batches(2, 2, 0, 12), alone)  # 2 hosts x 1 replica
+    assert_same_batches(batches(2, 4, 5, 7), alone[5:])  # 2 hosts x 2 replicas, resumed at step 5
+    drawn = next(iter(member_order([0.6, 0.4], 8, seed=4).batch(96))).numpy()
+    ids = np.concatenate([batch["input_ids"][:, 0] for batch in alone])
+    np.testing.assert_array_equal(ids // 1000, drawn)  # every row from the member drawn for its place
+    steps, pipelines = np.repeat(np.arange(12), 8), np.tile(np.repeat([0, 1], 4), 12)
+    shares = {(0, 0): set(range(1, 7)) | set(range(12, 19)), (0, 1): set(range(7, 12)),  # (member, pipeline):
+              (1, 0): set(range(1, 5)), (1, 1): set(range(5, 8))}  # the examples of its shards (every 2nd)
+    for (member, pipeline), share in shares.items():
+        taken = (ids // 1000 == member) & (pipelines == pipeline)
+        assert set(ids[taken] % 1000) == share, (member, pipeline)  # its own share's examples, every one
+    labels = np.concatenate([batch["labels"][:, 0] for batch in alone])
+    np.testing.assert_array_equal(labels, 5 + 10 * (4 + pipelines) + 100 * steps)
 
 
 def rows_of(shards):

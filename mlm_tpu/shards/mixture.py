@@ -6,9 +6,12 @@ with `--mixture-temperature T` flattening them (each size raised to 1/T, as SeqI
 them proportional). The example at position i of step s's global batch comes from the member drawn
 from a uniform number keyed by (seed, MIXTURE, s, i): no state to save, so a resumed run draws the
 same members from its step on, and knows how many examples each member gave before it (`taken_before`).
-Each member is read from its own shards in its own keyed order (pipeline.TrainingOrder), epoch after
-epoch, independently of the others; a resumed run starts each where its count says, skipping whole files.
-The loop's "epoch" over a mixture is as many steps as all members' examples make.
+Each virtual input pipeline v of V (layout.py) gives rows [v G/V, (v+1) G/V) of each global batch of G
+by mixing its own share of every member (every V-th shard of each, so each member needs V shards or more);
+it reads member m's share in its own keyed order (pipeline.TrainingOrder, keyed by (seed,
+v x MEMBER_KEYS + m)), epoch after epoch, independently of the others, and a resumed run starts each
+where its count says, skipping whole files. So every step's examples are the same on any number of
+workers or replicas. The loop's "epoch" over a mixture is as many steps as all members' examples make.
 """
 
 import dataclasses
@@ -21,7 +24,8 @@ import tensorflow as tf
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.pipeline import TrainingOrder, _decoder, _pipelines
+from mlm_tpu.shards.layout import BatchLayout
+from mlm_tpu.shards.pipeline import HostOrders, TrainingOrder, decoder, host_batches
 from mlm_tpu.shards.reading import ShardSet
 
 MIXTURE = 4  # keeps the mixture's keys apart from the data order's, the masks' and dropout's
@@ -66,30 +70,37 @@ def members_of_step(step: tf.Tensor, rates: Sequence[float], global_batch_size: 
     return tf.cast(tf.searchsorted(bounds, draws, side="right"), tf.int32)
 
 
-def member_order(rates: Sequence[float], global_batch_size: int, seed: int, start_step: int = 0) -> tf.data.Dataset:
-    """The member of every example from `start_step` on, one int64 at a time (for choose_from_datasets)."""
-    return tf.data.Dataset.counter(start_step).map(
-        lambda step: tf.cast(members_of_step(step, rates, global_batch_size, seed), tf.int64)).unbatch()
+def member_order(rates: Sequence[float], global_batch_size: int, seed: int, start_step: int = 0,
+                 pipelines: int = 1, pipeline=0) -> tf.data.Dataset:
+    """The member of every example of virtual pipeline `pipeline` of `pipelines` (its rows of each global batch; a
+    tensor, or all rows by default) from `start_step` on, one int64 at a time (for choose_from_datasets)."""
+    rows = global_batch_size // pipelines
+    first = tf.cast(pipeline, tf.int32) * rows
+    return tf.data.Dataset.counter(start_step).map(lambda step: tf.cast(
+        members_of_step(step, rates, global_batch_size, seed)[first:first + rows], tf.int64)).unbatch()
 
 
-def taken_before(step: int, rates: Sequence[float], global_batch_size: int, seed: int,
-                 chunk: int = 4096) -> List[int]:
-    """How many examples each member gave in the steps before `step` (where a resumed run starts each member)."""
-    counts = np.zeros(len(rates), np.int64)
+def taken_before(step: int, rates: Sequence[float], global_batch_size: int, seed: int, pipelines: int = 1,
+                 chunk: int = 4096) -> List[List[int]]:
+    """How many examples of each member each of `pipelines` virtual pipelines took in the steps before `step`
+    (where a resumed run starts each member in each pipeline)."""
+    counts = np.zeros([pipelines, len(rates)], np.int64)
     for first in range(0, step, chunk):
         steps = tf.range(first, min(first + chunk, step), dtype=tf.int64)
         members = tf.map_fn(lambda s: members_of_step(s, rates, global_batch_size, seed), steps,
-                            fn_output_signature=tf.int32)
-        counts += np.bincount(members.numpy().ravel(), minlength=len(rates))
+                            fn_output_signature=tf.int32).numpy()
+        members = members.reshape([-1, pipelines, global_batch_size // pipelines])
+        for pipeline in range(pipelines):
+            counts[pipeline] += np.bincount(members[:, pipeline].ravel(), minlength=len(rates))
     return counts.tolist()
 
 
 def mixed(members: Sequence[tf.data.Dataset], rates: Sequence[float], global_batch_size: int, seed: int,
-          start_step: int = 0) -> tf.data.Dataset:
+          start_step: int = 0, pipelines: int = 1, pipeline=0) -> tf.data.Dataset:
     """The members' examples (each an endless stream already started where `taken_before` says) mixed in the
-    keyed order, from `start_step` on."""
+    keyed order of virtual pipeline `pipeline`'s rows, from `start_step` on."""
     return tf.data.Dataset.choose_from_datasets(list(members), member_order(rates, global_batch_size, seed,
-                                                                             start_step))
+                                                                             start_step, pipelines, pipeline))
 
 
 @dataclass(frozen=True)
@@ -136,42 +147,43 @@ def mix(members: Sequence[ShardSet], names: Sequence[str], rates: Union[str, Seq
                    rates=tuple(shares), **_joined(members))
 
 
-def _member_records(member: ShardSet, seed: int, pipeline: int, member_index: int, window: int,
-                    taken: int) -> tf.data.Dataset:
-    """A member's records, epoch after epoch in its own keyed order, from its `taken`-th on."""
-    order = TrainingOrder(member, seed, pipeline * MEMBER_KEYS + member_index, window)
-    first_epoch, start = divmod(taken, member.records)
-    return order.records(first_epoch, start).concatenate(
+def _member_records(order: TrainingOrder, taken, size) -> tf.data.Dataset:
+    """A member's records in `order`, epoch after epoch (`size` an epoch), from its `taken`-th on (tensors)."""
+    first_epoch = taken // size
+    return order.records(first_epoch, taken % size).concatenate(
         tf.data.Dataset.counter(first_epoch + 1).flat_map(lambda epoch: order.records(epoch, 0)))
 
 
-def mixture_batches(mixture: Mixture, batch_size: int, replicas: int, transform, *, seed: int, pipeline: int,
-                    window: int, start_step: int = 0, vocab_size: Optional[int] = None) -> tf.data.Dataset:
-    """This pipeline's batches of the mixture from `start_step` on: `replicas` batches of `batch_size` per step."""
-    per_step = batch_size * replicas
-    rates, key = list(mixture.rates), seed + pipeline
-    taken = taken_before(start_step, rates, per_step, key)
-    streams = [_member_records(member, seed, pipeline, index, window, taken[index])
-               for index, member in enumerate(mixture.members)]
-    records = mixed(streams, rates, per_step, key, start_step)
-    batches = records.batch(batch_size, drop_remainder=True).enumerate(start=start_step * replicas)
-    return batches.map(_decoder(mixture, transform, vocab_size),
-                       num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+def host_mixture_batches(mixture: Mixture, layout: BatchLayout, host: int,
+                         make_transform: Callable[[int], Optional[Callable]], *, seed: int, window: int,
+                         start_step: int = 0, vocab_size: Optional[int] = None) -> tf.data.Dataset:
+    """As pipeline.host_training_batches, for a mixture: each of the host's virtual pipelines mixes its share of
+    every member in the keyed order of its rows, from `start_step` on, each member started where the steps before
+    left it."""
+    pipelines, count = layout.pipelines_of_host(host), layout.input_pipelines
+    rates, batch = list(mixture.rates), layout.global_batch_size
+    taken = tf.constant(taken_before(start_step, rates, batch, seed, count)[pipelines.start:pipelines.stop],
+                        tf.int64)
+    sizes = tf.constant([[member.share(pipeline, count).records for member in mixture.members]
+                         for pipeline in pipelines], tf.int64)
+    members = [HostOrders(member, layout, host, seed, window,
+                          key_of=lambda pipeline, m=m: pipeline * MEMBER_KEYS + m)
+               for m, member in enumerate(mixture.members)]
+
+    def pipeline_parts(index):
+        pipeline = pipelines.start + index
+        streams = [_member_records(orders.order(index), taken[index, m], sizes[index, m])
+                   for m, orders in enumerate(members)]
+        records = mixed(streams, rates, batch, seed, start_step, count, pipeline)
+        return records.batch(layout.rows_per_pipeline, drop_remainder=True).enumerate(start=start_step).map(
+            decoder(mixture, make_transform(seed + pipeline), vocab_size), num_parallel_calls=tf.data.AUTOTUNE)
+
+    return host_batches(layout, host, pipeline_parts)
 
 
-def distributed_mixture_dataset(strategy: tf.distribute.Strategy, mixture: Mixture, per_replica_batch_size: int,
-                                make_transform: Callable[[int], Optional[Callable]], *, seed: int, window: int,
-                                start_step: int = 0, vocab_size: Optional[int] = None):
-    """As pipeline.distributed_training_dataset, for a mixture: each pipeline mixes its share of every member."""
-    _, replicas = _pipelines(strategy)
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        pipeline = context.input_pipeline_id
-        return mixture_batches(mixture.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
-                               replicas, make_transform(seed + pipeline), seed=seed, pipeline=pipeline,
-                               window=window, start_step=start_step, vocab_size=vocab_size)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
+def fewest_shards(shards: ShardSet) -> int:
+    """The shards each virtual pipeline can have its own of: a mixture's member with the fewest decides."""
+    return min(len(member.files) for member in members_of(shards))
 
 
 def requested_rates(given: Optional[Sequence[Union[float, str]]]) -> Union[str, List[float]]:
