@@ -36,10 +36,12 @@ from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.mixture import Mixture, find_training_mixture, members_of
-from mlm_tpu.shards.pipeline import distributed_training_dataset, input_hosts, reading_errors, steps_per_epoch
+from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
+from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
+                                     steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
 from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import choose_layout
@@ -128,13 +130,26 @@ def find_training_shards(config: TrainingConfig, task: Task):
 def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
     global_batch_size = layout.global_batch_size
-    per_epoch = steps_per_epoch(shards, layout)
+    per_epoch = (packed_steps_per_epoch(shards, layout, seed=config.seed, window=config.shuffle_buffer_size)
+                 if config.pack else steps_per_epoch(shards, layout))
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
     total = config.max_steps or per_epoch * config.num_epochs
     per_epoch = min(per_epoch, total)
     return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
+
+
+def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
+                   steps_per_epoch: int, **settings):
+    """host -> that machine's input pipeline: a mixture's, packed rows (--pack) or the examples as they are;
+    `settings` are the keyword arguments they share (seed, window, start_step, vocab_size)."""
+    if isinstance(shards, Mixture):
+        return lambda host: host_mixture_batches(shards, layout, host, make_transform, **settings)
+    if config.pack:
+        return lambda host: host_packed_batches(shards, layout, host, steps_per_epoch=steps_per_epoch, **settings)
+    return lambda host: host_training_batches(shards, layout, host, make_transform, steps_per_epoch=steps_per_epoch,
+                                              **settings)
 
 
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
@@ -226,7 +241,7 @@ class Trainer:
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
-                               len(self.train_shards.files), config.per_replica_batch_size *
+                               fewest_shards(self.train_shards), config.per_replica_batch_size *
                                strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
         plan = plan_steps(config, self.train_shards, layout)
@@ -272,11 +287,10 @@ class Trainer:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        dataset = distributed_training_dataset(strategy, self.train_shards, layout,
-                                               task.make_transform(tokenizer), seed=config.seed,
-                                               window=config.shuffle_buffer_size,
-                                               steps_per_epoch=plan.steps_per_epoch, start_step=step,
-                                               vocab_size=model.config.vocab_size)
+        dataset = distributed_dataset(strategy, layout, training_input(
+            config, self.train_shards, layout, task.make_transform(tokenizer), seed=config.seed,
+            window=config.shuffle_buffer_size, start_step=step, vocab_size=model.config.vocab_size,
+            steps_per_epoch=plan.steps_per_epoch))
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
                      RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
                      BackupRecord(step, {}, settings, changes), claim, stops)
