@@ -25,6 +25,9 @@ import pytest
 
 from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, backup_reached, run_module, run_train, train_until_killed
 from test_resume import assert_same_run, resumed_at, step_losses, weights
+
+from mlm_tpu.model_folder.card import FACTS_FILE
+from mlm_tpu.output_dir import RECORD
 LEARNING_RATE = 1e-3
 STEPS = 12
 
@@ -79,10 +82,11 @@ def largest_difference(folder: Path, other: Path) -> float:
 
 
 def assert_only_the_chief_wrote(output_dir: Path, tmp: Path) -> None:
-    """The output folder holds the model, its card and logs, nothing of the workers; no temporary folder remains."""
+    """The output folder holds the model, its card and logs and mlm_tpu's records of them, nothing of the workers (no
+    worker check token, no claim left behind); no temporary folder remains."""
     names = set(os.listdir(output_dir))
     assert {"tf_model.h5", "model.safetensors", "README.md", "config.json", "training_args.json", "logs"} <= names
-    assert not [name for name in names if name.startswith(".") or name == "backup"], names
+    assert not [name for name in names - {RECORD, FACTS_FILE} if name.startswith(".") or name == "backup"], names
     assert not scratch_folders(tmp)
 
 
