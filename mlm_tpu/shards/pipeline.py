@@ -12,6 +12,8 @@ Each of them:
 To start at step N, whole files before N's window are skipped by the counts in their names, never
 opened; only the window holding step N is read from its start, and the batches before N in it are
 dropped still serialized: never decoded, masked or sent to the device.
+A virtual pipeline may give packed rows instead (text2text_packing.py) or a mixture's examples (mixture.py):
+host_batches puts together whatever its pipelines give, so those keep the same promises.
 
 Evaluation: the files in name order, every example once, the last batch filled up with unscored
 rows, then unscored batches forever, so every replica can take the same number of steps.
