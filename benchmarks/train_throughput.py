@@ -10,7 +10,9 @@ pipeline. mlm_tpu now runs its own loop (training/trainer.py: step-keyed dropout
 (`--deterministic`), which makes a run and its resumption compute the same bits. Each figure is
 measured in its own process (determinism cannot be switched off once on), the best of the timed
 rounds after a warm-up round (tracing). Also the input pipelines alone, in examples/s.
-Usage: python benchmarks/train_throughput.py [--model-config small] [--steps 40] [--batch-size 16]
+With --jit-compile it measures instead mlm_tpu's loop with each replica's step compiled by XLA (`--jit-compile`)
+and without, both with the deterministic kernels the trainer uses on CPUs by default.
+Usage: python benchmarks/train_throughput.py [--model-config small] [--steps 40] [--batch-size 16] [--jit-compile]
 """
 
 import argparse
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
 MAX_LENGTH = 128
 METHODS = ("reference", "mlm_tpu 0.2", "mlm_tpu", "mlm_tpu --deterministic")
+JIT_METHODS = ("mlm_tpu --deterministic", "mlm_tpu --deterministic --jit-compile")
 
 
 def reference_dataset(shards, tokenizer, batch_size):
@@ -80,8 +83,9 @@ def keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps, rounds=
     return min(timer.seconds[1:]) / steps
 
 
-def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3):
-    """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution."""
+def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, forward=None):
+    """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution
+    (`forward`: the task's, as make_train_steps takes it)."""
     import tensorflow as tf
 
     from mlm_tpu.shards.layout import BatchLayout
@@ -90,7 +94,8 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3):
 
     strategy = tf.distribute.get_strategy()
     layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
-    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout))
+    train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout), jit_compile,
+                                   forward)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
     best = float("inf")
@@ -123,7 +128,7 @@ def measure(method: str, work: Path, model_config: str, steps: int, batch_size: 
     from mlm_tpu.console import import_tensorflow
 
     tf = import_tensorflow()
-    if method == "mlm_tpu --deterministic":
+    if "--deterministic" in method:
         tf.config.experimental.enable_op_determinism()
     import tf_keras as keras
     from transformers import TFAutoModelForMaskedLM, create_optimizer
@@ -143,7 +148,8 @@ def measure(method: str, work: Path, model_config: str, steps: int, batch_size: 
     optimizer, _ = create_optimizer(1e-4, steps * 10, 0, weight_decay_rate=1e-3)
     dataset = make_dataset(shards, tokenizer, batch_size)
     if method.startswith("mlm_tpu") and method != "mlm_tpu 0.2":
-        figures["seconds_per_step"] = own_loop_seconds_per_step(dataset, model, optimizer, steps)
+        figures["seconds_per_step"] = own_loop_seconds_per_step(dataset, model, optimizer, steps,
+                                                                jit_compile="--jit-compile" in method)
     else:  # 0.2 reported an accuracy too, over the masked positions; the cost is the same
         metric = "accuracy" if method == "reference" else keras.metrics.SparseCategoricalAccuracy()
         figures["seconds_per_step"] = keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps)
@@ -166,7 +172,9 @@ def main() -> None:
     parser.add_argument("--model-config", default="small")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--measure", choices=METHODS, help=argparse.SUPPRESS)  # the child processes' job
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="measure mlm_tpu's loop with and without XLA instead of the methods above")
+    parser.add_argument("--measure", choices=METHODS + JIT_METHODS, help=argparse.SUPPRESS)  # the child processes' job
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -179,7 +187,7 @@ def main() -> None:
         work = Path(work)
         prepare_wikitext(work, env)
         results = {}
-        for method in METHODS:
+        for method in JIT_METHODS if args.jit_compile else METHODS:
             child = subprocess.run([sys.executable, __file__, "--measure", method, "--work", str(work),
                                     "--model-config", args.model_config, "--steps", str(args.steps), "--batch-size",
                                     str(args.batch_size)], env=env, capture_output=True, text=True)
@@ -187,6 +195,14 @@ def main() -> None:
                 sys.exit(f"measuring {method} failed:\n{child.stderr[-3000:]}")
             results[method] = json.loads(child.stdout.strip().splitlines()[-1])
         tokens_per_step = args.batch_size * MAX_LENGTH
+        if args.jit_compile:
+            off, on = (results[method]["seconds_per_step"] for method in JIT_METHODS)
+            print(f"RoBERTa '{args.model_config}' ({results[JIT_METHODS[0]]['shape']}), batch {args.batch_size} x "
+                  f"{MAX_LENGTH} tokens, CPU, deterministic kernels, {args.steps} steps per timed round")
+            for method, seconds in zip(("--no-jit-compile", "--jit-compile"), (off, on)):
+                print(f"  {method:<20}{tokens_per_step / seconds:>10,.0f} tokens/s ({seconds * 1000:.0f} ms/step)")
+            print(f"  XLA / no XLA: {off / on:.2f}x the throughput")
+            return
         print(f"RoBERTa '{args.model_config}' ({results['mlm_tpu']['shape']}), batch {args.batch_size} x {MAX_LENGTH} "
               f"tokens, CPU, {args.steps} steps per timed round")
         for method, figures in results.items():

@@ -89,7 +89,12 @@ def _convert(value: Any, annotation: Any, where: str) -> Any:
         if value is None and type(None) in arguments:
             return None
         inner = [a for a in arguments if a is not type(None)]
-        return _convert(value, inner[0], where)
+        for alternative in inner[:-1]:  # the first type the value is (str before a list of str, say)
+            try:
+                return _convert(value, alternative, where)
+            except UserError:
+                pass
+        return _convert(value, inner[-1], where)
     if origin in (tuple, list):
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise UserError(f"{where} must be {_describe_type(annotation)}, not {value!r}")

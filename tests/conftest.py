@@ -220,3 +220,48 @@ def trained_classifier(tmp_path_factory, quality_shards, t5_data):
 def trained_copier(tmp_path_factory, copy_shards, t5_data):
     """Copying spans, learned from scratch."""
     return train_t5(tmp_path_factory.mktemp("t5-copier"), copy_shards, t5_data.tokenizer, "generation", 3)
+
+
+# Short text-to-text examples (for --pack), with the T5 tokenizer of tests/fixtures/made-by-0.2.
+MADE_BY_0_2 = Path(__file__).parent / "fixtures" / "made-by-0.2"
+WORDS = ("the of and in to was is for on as with by he at from his an were are which this also be or had first one "
+         "their its new after but who not they have her she two been other when there all during into school time "
+         "may years more most only over city some world would where later up such used many can state about").split()
+
+
+@pytest.fixture(scope="session")
+def short_shards(tmp_path_factory):
+    """80 text-to-text examples of 2 to 8 words in rows of 64 tokens, targets of 1 or 2 words in 16 tokens, sharded
+    by the real command with the fixture's T5 tokenizer."""
+    rng = random.Random(7)
+    folder = tmp_path_factory.mktemp("short")
+    rows = [{"text": " ".join(rng.choices(WORDS, k=rng.randint(2, 8))),
+             "target": " ".join(rng.choices(WORDS, k=rng.randint(1, 2)))} for _ in range(80)]
+    path = write_jsonl(folder / "short.jsonl", rows)
+    shard_text2text(MADE_BY_0_2 / "t5-tokenizer", [path], folder / "shards", "train", "--input-column", "text",
+                    "--target-column", "target", "--max-length", 64, "--max-target-length", 16, "--shard-size", 30)
+    return folder / "shards" / "train"
+
+
+def global_batches(layout, host_dataset, steps: int) -> list:
+    """Each step's global batch ({name: numpy array}) put together from every host's batches for each of its
+    replicas, `host_dataset(host)` being that host's input pipeline (as distributed_dataset calls it)."""
+    import numpy as np
+
+    streams = [iter(host_dataset(host)) for host in range(layout.hosts)]
+    found = []
+    for _ in range(steps):
+        parts = [next(stream) for stream in streams for _ in range(layout.replicas_per_host)]
+        assert all(len(part["labels"]) == layout.rows_per_replica for part in parts)
+        found.append({name: np.concatenate([part[name].numpy() for part in parts]) for name in parts[0]})
+    return found
+
+
+def assert_same_batches(found: list, expected: list) -> None:
+    import numpy as np
+
+    assert len(found) == len(expected)
+    for one, other in zip(found, expected):
+        assert one.keys() == other.keys()
+        for name in one:
+            np.testing.assert_array_equal(one[name], other[name], err_msg=name)

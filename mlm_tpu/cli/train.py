@@ -20,11 +20,19 @@ from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
 from mlm_tpu.tasks import TASKS, make_task, task_from_head
-from mlm_tpu.training.config import MAX_SEED, TrainingConfig
+from mlm_tpu.training.config import MAX_SEED, OPTIMIZERS, SCHEDULES, TrainingConfig
 from mlm_tpu.training.multi_worker import check_cluster
 
 FLAGS = ConfigFlags(TrainingConfig)
 RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting
+
+
+def _rate(text: str):
+    """A --mixture-rates value: a number, or the word 'examples' (checked with the others later)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
@@ -33,6 +41,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
              help="Take the settings from this JSON or YAML file (a run's training_args.json, or one of configs/); "
                   "flags given as well override it.")
     hardware = add_hardware_flags(FLAGS, parser)
+    FLAGS.add(hardware, "--jit-compile", action=argparse.BooleanOptionalAction,
+              help="Compile each replica's training step (forward and backward pass) with XLA (default: on with GPUs, "
+                   "off on CPUs, where it measured slower; TPUs compile everything anyway).")
     FLAGS.add(hardware, "--steps-per-execution", type=int,
               help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
                    "multiple of it.")
@@ -67,7 +78,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "rougeL (default)).")
 
     data = parser.add_argument_group("data")
-    FLAGS.add(data, "--train-dataset", help="Folder (local or gs://) of training shards (required).")
+    FLAGS.add(data, "--train-dataset", nargs="+", metavar="FOLDER",
+              help="Folder (local or gs://) of training shards (required); several: a mixture, each example drawn "
+                   "from one of them at --mixture-rates, by (seed, step).")
+    FLAGS.add(data, "--mixture-rates", nargs="+", type=_rate, metavar="RATE",
+              help="With several --train-dataset folders: each one's share of the examples, in the same order "
+                   "(normalised to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's "
+                   "rate_num_examples; the default).")
+    FLAGS.add(data, "--mixture-temperature", type=float,
+              help="With --mixture-rates examples: each size raised to 1/T before sharing, T > 1 flattening the "
+                   "shares (default: 1).")
     FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
     FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
               help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "
@@ -84,8 +104,13 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="The data order is defined over V virtual input pipelines, each reading its own shards (every "
                    "V-th) and giving each step global batch / V examples, so it is the same on any number of workers, "
                    "replicas or TPU hosts that divides V; recorded in training_args.json, and a resumed run keeps "
-                   "its backup's. V must divide the global batch and be at most the number of shards (default: the "
-                   "largest such V up to 64).")
+                   "its backup's. V must divide the global batch and be at most the number of shards, with several "
+                   "--train-dataset folders those of the folder with fewest, as each pipeline reads its own of each "
+                   "(default: the largest such V up to 64).")
+    FLAGS.add(data, "--pack", action="store_true",
+              help="classification, generation: put several training examples in each row (inputs after inputs, "
+                   "targets after targets; each attends only to itself through block-diagonal masks), so short "
+                   "examples do not train on padding. Validation stays one example per row.")
     FLAGS.add(data, "--seed", type=int,
               help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
 
@@ -103,9 +128,23 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(model, "--per-replica-batch-size", type=int, help="Examples per replica per step (default: 8).")
     FLAGS.add(model, "--num-epochs", type=int, help="Passes over the training shards (default: 1).")
     FLAGS.add(model, "--max-steps", type=int, help="Stop after this many steps in all (default: the epochs').")
-    FLAGS.add(model, "--learning-rate", type=float, help="Peak learning rate (default: 0.0001).")
-    FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW weight decay (default: 0.001).")
-    FLAGS.add(model, "--warmup-ratio", type=float, help="Share of steps warming up (default: 0.05).")
+    FLAGS.add(model, "--optimizer", choices=OPTIMIZERS,
+              help="adamw: AdamW with decoupled weight decay (default). adafactor: Adafactor as T5X runs it (second "
+                   "moments factored into row and column means, no first moment, decay rate 0.8, updates clipped to "
+                   "RMS 1.0, steps scaled by each weight's RMS, relative step size off: the rate is the schedule's); "
+                   "its state is a small fraction of AdamW's (the log says how many bytes at start).")
+    FLAGS.add(model, "--lr-schedule", choices=SCHEDULES,
+              help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse "
+                   "square root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / "
+                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step).")
+    FLAGS.add(model, "--learning-rate", type=float,
+              help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
+                   "0.01 for T5's 10,000).")
+    FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW's weight decay; Adafactor has none (default: 0.001).")
+    FLAGS.add(model, "--warmup-ratio", type=float,
+              help="--lr-schedule linear: share of steps warming up, unless --warmup-steps (default: 0.05).")
+    FLAGS.add(model, "--warmup-steps", type=int,
+              help="Warm-up steps (default: --warmup-ratio's with linear, 10,000 with rsqrt, as T5's).")
 
     output = parser.add_argument_group("output")
     FLAGS.add(output, "--output-dir",

@@ -12,6 +12,8 @@ Each of them:
 To start at step N, whole files before N's window are skipped by the counts in their names, never
 opened; only the window holding step N is read from its start, and the batches before N in it are
 dropped still serialized: never decoded, masked or sent to the device.
+A virtual pipeline may give packed rows instead (text2text_packing.py) or a mixture's examples (mixture.py):
+host_batches puts together whatever its pipelines give, so those keep the same promises.
 
 Evaluation: the files in name order, every example once, the last batch filled up with unscored
 rows, then unscored batches forever, so every replica can take the same number of steps.
@@ -37,7 +39,7 @@ ID_BEYOND_VOCABULARY = "token id beyond the vocabulary"
 Transform = Callable[[tf.Tensor, Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]
 
 
-def _decoder(shards: ShardSet, transform: Optional[Transform], vocab_size: Optional[int]):
+def decoder(shards: ShardSet, transform: Optional[Transform], vocab_size: Optional[int]):
     """(batch number, serialized records) -> the batch as the model takes it, int32; every token id checked to
     be below `vocab_size` (on TPUs and GPUs an id beyond the embeddings reads zeros instead of failing)."""
     schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
@@ -142,7 +144,7 @@ def training_batches(shards: ShardSet, batch_size: int, transform: Optional[Tran
                      vocab_size: Optional[int] = None) -> tf.data.Dataset:
     """One pipeline's batches, endlessly, from its `start_batch`-th: `batches_per_epoch` per epoch."""
     batches = TrainingOrder.of(shards, seed, pipeline, window).batches(batch_size, batches_per_epoch, start_batch)
-    return batches.map(_decoder(shards, transform, vocab_size),
+    return batches.map(decoder(shards, transform, vocab_size),
                        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -168,32 +170,40 @@ def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf
     return max(math.ceil(shards.share(host, hosts).records / per_step) for host in range(hosts))
 
 
-def host_training_batches(shards: ShardSet, layout: BatchLayout, host: int,
-                          make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
-                          steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
-    """What machine pipeline `host` gives its replicas, one batch per replica per step, from `start_step` on: the
-    parts of its virtual pipelines side by side, in order, cut into its replicas' batches (see layout.py).
+class HostOrders:
+    """The TrainingOrder of each of machine pipeline `host`'s virtual pipelines over its share of `shards` (every V-th
+    file), picked by the pipeline's index among the host's, a tensor: one traced function reads any of them.
+    `key_of(pipeline)` is the pipeline's key in its order's seed (default: the pipeline itself)."""
 
-    One function, traced once, reads any of the host's virtual pipelines (its files, its seed and its transform's
-    seed are tensors picked by the pipeline's index); a deterministic interleave takes one part from each in turn."""
+    def __init__(self, shards: ShardSet, layout: BatchLayout, host: int, seed: int, window: int,
+                 key_of: Callable = lambda pipeline: pipeline):
+        self.pipelines = layout.pipelines_of_host(host)
+        shares = [shards.share(pipeline, layout.input_pipelines) for pipeline in self.pipelines]
+        widest = max(len(share.files) for share in shares)
+        self.files = tf.constant([share.files + [""] * (widest - len(share.files)) for share in shares], tf.string)
+        self.counts = tf.constant([share.counts + [0] * (widest - len(share.counts)) for share in shares], tf.int64)
+        self.sizes = tf.constant([len(share.files) for share in shares], tf.int64)
+        self.seed, self.key_of, self.block = seed, key_of, max(shards.counts)
+        self.window = pipeline_window(window, layout)
+        self.read_ahead = max(READ_AHEAD // len(self.pipelines), 1)
+
+    def order(self, index) -> TrainingOrder:
+        size = self.sizes[index]
+        return TrainingOrder(self.files[index][:size], self.counts[index][:size], self.seed,
+                             self.key_of(self.pipelines.start + index), self.window, self.block, self.read_ahead)
+
+
+def pipeline_window(window: int, layout: BatchLayout) -> int:
+    """Each virtual pipeline's shuffling window: its share of --shuffle-buffer-size."""
+    return max(window // layout.input_pipelines, 1)
+
+
+def host_batches(layout: BatchLayout, host: int, pipeline_parts: Callable[[tf.Tensor], tf.data.Dataset]):
+    """What machine pipeline `host` gives its replicas, one batch per replica per step: the parts of its virtual
+    pipelines side by side, in order, cut into its replicas' batches (see layout.py). `pipeline_parts(index)` gives
+    the parts (layout.rows_per_pipeline rows each, one per step) of the host's `index`-th virtual pipeline, `index`
+    a tensor; a deterministic interleave takes one part from each in turn."""
     pipelines = layout.pipelines_of_host(host)
-    shares = [shards.share(pipeline, layout.input_pipelines) for pipeline in pipelines]
-    widest = max(len(share.files) for share in shares)
-    files = tf.constant([share.files + [""] * (widest - len(share.files)) for share in shares])
-    counts = tf.constant([share.counts + [0] * (widest - len(share.counts)) for share in shares], tf.int64)
-    sizes = tf.constant([len(share.files) for share in shares], tf.int64)
-    read_ahead = max(READ_AHEAD // len(pipelines), 1)
-    parse = _decoder(shards, None, vocab_size)
-
-    def pipeline_parts(index):
-        pipeline = pipelines.start + index
-        order = TrainingOrder(files[index][:sizes[index]], counts[index][:sizes[index]], seed, pipeline,
-                              max(window // layout.input_pipelines, 1), max(shards.counts), read_ahead)
-        transform = make_transform(seed + pipeline)
-        decode = (lambda step, records: transform(step, parse(step, records))) if transform else parse
-        return order.batches(layout.rows_per_pipeline, steps_per_epoch, start_step).map(
-            decode, num_parallel_calls=tf.data.AUTOTUNE)
-
     parts = tf.data.Dataset.range(len(pipelines)).interleave(
         pipeline_parts, cycle_length=len(pipelines), block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True)
@@ -203,20 +213,39 @@ def host_training_batches(shards: ShardSet, layout: BatchLayout, host: int,
     return batches.unbatch().prefetch(tf.data.AUTOTUNE)
 
 
-def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, layout: BatchLayout,
-                                 make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
-                                 steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
-    """Each machine's input pipeline (`dataset_fn`: once per worker or TPU host) reading only its virtual pipelines'
-    shards. `make_transform(seed)` gives each virtual pipeline its transform, seeded by its own seed."""
+def host_training_batches(shards: ShardSet, layout: BatchLayout, host: int,
+                          make_transform: Callable[[int], Optional[Transform]], *, seed: int, window: int,
+                          steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
+    """What machine pipeline `host` gives its replicas from `start_step` on (host_batches), each virtual pipeline
+    reading its shards in its own order, its part transformed by its own transform (seeded by seed + pipeline)."""
+    orders = HostOrders(shards, layout, host, seed, window)
+
+    def pipeline_parts(index):
+        decode = decoder(shards, make_transform(seed + orders.pipelines.start + index), vocab_size)
+        return orders.order(index).batches(layout.rows_per_pipeline, steps_per_epoch, start_step).map(
+            decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+    return host_batches(layout, host, pipeline_parts)
+
+
+def distributed_dataset(strategy: tf.distribute.Strategy, layout: BatchLayout,
+                        host_dataset: Callable[[int], tf.data.Dataset]):
+    """Each machine's input pipeline (`dataset_fn`: once per worker or TPU host): `host_dataset(host)`, which reads
+    only that host's virtual pipelines' shards."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         if context.num_input_pipelines != layout.hosts:
             raise ValueError(f"{context.num_input_pipelines} input pipelines, but the layout has {layout.hosts}")
-        return host_training_batches(shards, layout, context.input_pipeline_id, make_transform, seed=seed,
-                                     window=window, steps_per_epoch=steps_per_epoch, start_step=start_step,
-                                     vocab_size=vocab_size)
+        return host_dataset(context.input_pipeline_id)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, layout: BatchLayout,
+                                 make_transform: Callable[[int], Optional[Transform]], **settings):
+    """host_training_batches on each machine; `settings` are its keyword arguments (seed, window, ...)."""
+    return distributed_dataset(strategy, layout, lambda host: host_training_batches(
+        shards, layout, host, make_transform, **settings))
 
 
 def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform],
@@ -224,7 +253,7 @@ def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Tr
     """Every example once, in file order, the last batch filled with unscored rows; then unscored batches forever."""
     records = _read_in_order(tf.constant(shards.files), tf.constant(shards.counts, dtype=tf.int64),
                              max(shards.counts))
-    dataset = records.batch(batch_size).enumerate().map(_decoder(shards, transform, vocab_size),
+    dataset = records.batch(batch_size).enumerate().map(decoder(shards, transform, vocab_size),
                                                        num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(lambda batch: _fill_batch(batch, batch_size))
     no_rows = {name: tf.zeros([0, *spec.shape[1:]], spec.dtype) for name, spec in dataset.element_spec.items()}

@@ -23,6 +23,7 @@ from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.classification import ClassificationScorer, LabelSet
 from mlm_tpu.t5.evaluation import Text2TextValidation, can_compile_per_replica
 from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
+from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.task import BestMetric, Task, Validation
@@ -71,6 +72,7 @@ class Text2TextTask(Task):
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
     unused_settings = ("mlm_probability",)
+    packs = True
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -113,6 +115,11 @@ class Text2TextTask(Task):
             raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
         settings = task_settings(model.config) or {"task": "generation"}
         self.scorer = make_scorer(settings, tokenizer, shards.features["labels"])
+
+    def training_outputs(self, model, batch, training: bool):
+        if "input_segments" in batch:  # --pack
+            return packed_outputs(model, batch, training)
+        return model(**batch, training=training)
 
     def build_model(self, config, tokenizer, train: ShardSet):
         return build_t5(config, tokenizer, self.settings)

@@ -8,11 +8,13 @@ output folder, and `python train.py --config <that file>` replays (or resumes) e
 """
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from mlm_tpu.configuration import setting
 
 MAX_SEED = 2**31 - 1
+OPTIMIZERS = ("adamw", "adafactor")  # --optimizer (training/optimizers.py)
+SCHEDULES = ("linear", "rsqrt")  # --lr-schedule
 
 
 @dataclass
@@ -44,7 +46,8 @@ class HardwareConfig:
 class TrainingConfig:
     """One training run: data, model, optimisation, output and hardware."""
 
-    train_dataset: str  # folder (local or gs://) of training shards
+    # folder (local or gs://) of training shards; several: a mixture of them (shards/mixture.py)
+    train_dataset: Union[str, Tuple[str, ...]]
     # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
     output_dir: str = setting(changes_result=False)
     task: str = "mlm"  # mlm | span-corruption | classification | generation (mlm_tpu.tasks)
@@ -60,12 +63,20 @@ class TrainingConfig:
     per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change
     num_epochs: int = setting(1, low=1)
     max_steps: Optional[int] = setting(None, low=1)  # stop after this many steps in all (None: the epochs)
-    learning_rate: float = setting(1e-4, low=0, low_open=True, high=10)  # peak learning rate (AdamW)
-    weight_decay_rate: float = setting(1e-3, low=0, high=1)
-    warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up
+    optimizer: str = "adamw"  # adamw | adafactor (training/optimizers.py)
+    lr_schedule: str = "linear"  # linear (warm-up, then linear decay) | rsqrt (T5's inverse square root)
+    # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
+    learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=10)
+    weight_decay_rate: float = setting(1e-3, low=0, high=1)  # AdamW's decoupled weight decay (Adafactor has none)
+    warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up (linear)
+    warmup_steps: Optional[int] = setting(None, low=0)  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
     seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
     shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together, across the input pipelines
     input_pipelines: Optional[int] = setting(None, low=1)  # virtual input pipelines the data order is defined over
+    pack: bool = False  # text-to-text: several examples per row (shards/text2text_packing.py)
+    # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
+    mixture_rates: Optional[Tuple[Union[float, str], ...]] = None
+    mixture_temperature: float = setting(1.0, low=0, low_open=True)  # with "examples": sizes ** (1 / T)
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
@@ -73,12 +84,22 @@ class TrainingConfig:
     metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
     # the training loop and its outputs
     steps_per_execution: int = setting(1, low=1, changes_result=False)  # steps per call into the device (TPUs: 100s)
+    # compile each replica's training step with XLA (None: on with GPUs, off on CPUs; TPUs always compile)
+    jit_compile: Optional[bool] = setting(None, changes_result=False)
     backup_steps: Optional[int] = setting(None, low=1, changes_result=False)  # backup every N steps (None: epochs)
     logging_steps: Optional[int] = setting(None, low=1, changes_result=False)  # log the loss every N steps
     hub_model_id: Optional[str] = setting(None, changes_result=False)  # push the output folder here each epoch
     # resume even where a setting that decides the result differs from the backup's (recorded in training_args.json)
     allow_changed_settings: bool = setting(False, changes_result=False)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+    def __post_init__(self):
+        if isinstance(self.train_dataset, (tuple, list)) and len(self.train_dataset) == 1:
+            self.train_dataset = self.train_dataset[0]  # one folder is written as before: a string
+
+    @property
+    def train_datasets(self) -> Tuple[str, ...]:
+        return (self.train_dataset,) if isinstance(self.train_dataset, str) else tuple(self.train_dataset)
 
 
 @dataclass

@@ -83,3 +83,11 @@ def describe(strategy: tf.distribute.Strategy) -> str:
         workers = strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
         kind = f"MultiWorkerMirroredStrategy over {workers} workers"
     return f"{kind} with {strategy.num_replicas_in_sync} replica(s)"
+
+
+def wants_jit_compile(jit_compile: Optional[bool], hardware: HardwareConfig) -> bool:
+    """Whether to compile each replica's training step with XLA: as --jit-compile says, else on GPUs only (a TPU
+    compiles everything anyway; on CPUs XLA was slower here: benchmarks/train_throughput.py --jit-compile)."""
+    if jit_compile is not None:
+        return jit_compile and hardware.tpu is None
+    return hardware.tpu is None and bool(tf.config.list_physical_devices("GPU"))

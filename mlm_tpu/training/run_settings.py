@@ -32,6 +32,17 @@ def _result_fields(config, prefix: str = "") -> Dict[str, Any]:
     return found
 
 
+def _defaults(config_class, prefix: str = "") -> Dict[str, Any]:
+    """The default of every setting that decides the result (what a backup made before the setting existed ran with)."""
+    found = {}
+    for field in dataclasses.fields(config_class):
+        if field.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(field.default_factory):
+            found.update(_defaults(field.default_factory, f"{prefix}{field.name}."))
+        elif field.default is not dataclasses.MISSING and field.metadata.get("changes_result", True):
+            found[prefix + field.name] = list(field.default) if isinstance(field.default, tuple) else field.default
+    return found
+
+
 def result_settings(config, global_batch_size: int, shard_files: List[str], shard_counts: List[int]) -> dict:
     """The settings of `config` (a TrainingConfig) that decide the result, with the global batch and shards."""
     return {**_result_fields(config), GLOBAL_BATCH: global_batch_size,
@@ -75,7 +86,7 @@ def check_resumed_settings(config, recorded: Optional[dict], current: dict, step
         warn(f"the backup in {folder} was written by mlm_tpu 0.3, which did not record the run's settings: resuming "
              "without checking that they are the same")
         return list(earlier_changes)
-    changed = changed_settings(recorded, current)
+    changed = changed_settings({**_defaults(type(config)), **recorded}, current)
     if not changed:
         return list(earlier_changes)
     config_class = type(config)

@@ -48,6 +48,7 @@ class Task:
     model_class: type  # the transformers TF class of its models
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
+    packs: bool = False  # whether --pack can put several of its examples in one row
 
     def __init__(self, name: str):
         self.name = name
@@ -59,6 +60,9 @@ class Task:
         for name in self.unused_settings:
             if getattr(config, name) not in (None, ()):
                 raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
+        if config.pack and not self.packs:
+            raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
+                            f"{self.name} trains on rows that are already full: drop --pack")
 
     def load_tokenizer(self, config: TrainingConfig):
         raise NotImplementedError
@@ -80,6 +84,10 @@ class Task:
     def build_model(self, config: TrainingConfig, tokenizer, train: ShardSet):
         """The model (called inside the strategy's scope)."""
         raise NotImplementedError
+
+    def training_outputs(self, model, batch: Dict, training: bool):
+        """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
+        return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""

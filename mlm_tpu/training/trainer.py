@@ -25,7 +25,6 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
-from transformers import create_optimizer
 
 import mlm_tpu
 from mlm_tpu.claim import claimed
@@ -37,15 +36,19 @@ from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.pipeline import distributed_training_dataset, input_hosts, reading_errors, steps_per_epoch
+from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
+from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
+                                     steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
 from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
-from mlm_tpu.training.hardware import describe, set_up
+from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
 from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
+from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 from mlm_tpu.training.task import Task
@@ -113,7 +116,8 @@ def make_output_dir(path: str) -> None:
 
 def find_training_shards(config: TrainingConfig, task: Task):
     features = task.features(config.max_length, config.max_target_length)
-    train = find_shards(config.train_dataset, task.shard_kind, features, "--train-dataset")
+    train = find_training_mixture(config, [find_shards(name, task.shard_kind, features, "--train-dataset")
+                                           for name in config.train_datasets])
     if not config.eval_dataset:
         return train, None
     evaluation = find_shards(config.eval_dataset, task.shard_kind, features, "--eval-dataset")
@@ -126,7 +130,8 @@ def find_training_shards(config: TrainingConfig, task: Task):
 def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
     global_batch_size = layout.global_batch_size
-    per_epoch = steps_per_epoch(shards, layout)
+    per_epoch = (packed_steps_per_epoch(shards, layout, seed=config.seed, window=config.shuffle_buffer_size)
+                 if config.pack else steps_per_epoch(shards, layout))
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -135,43 +140,65 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) ->
     return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
 
 
+def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
+                   steps_per_epoch: int, **settings):
+    """host -> that machine's input pipeline: a mixture's, packed rows (--pack) or the examples as they are;
+    `settings` are the keyword arguments they share (seed, window, start_step, vocab_size)."""
+    if isinstance(shards, Mixture):
+        return lambda host: host_mixture_batches(shards, layout, host, make_transform, **settings)
+    if config.pack:
+        return lambda host: host_packed_batches(shards, layout, host, steps_per_epoch=steps_per_epoch, **settings)
+    return lambda host: host_training_batches(shards, layout, host, make_transform, steps_per_epoch=steps_per_epoch,
+                                              **settings)
+
+
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
-    """The task's model, built, and AdamW with warmup then linear decay (`create_optimizer`)."""
+    """The task's model, built, and its optimizer with its state (training/optimizers.py)."""
     try:
         model = task.build_model(config, tokenizer, shards)
     except ValueError as error:  # transformers' configs refuse shapes they cannot have (heads not dividing width)
         raise UserError(f"the model cannot be built with these settings: {reason_of(error)}; fix --model-config or "
                         "--config-overrides") from None
     model.build_in_name_scope()  # the weights exist before a backup is restored into them
-    optimizer, _ = create_optimizer(init_lr=config.learning_rate, num_train_steps=plan.total_steps,
-                                    num_warmup_steps=int(plan.total_steps * config.warmup_ratio),
-                                    weight_decay_rate=config.weight_decay_rate)
-    optimizer.iterations  # created now, under the strategy, so the backup restores the step into it
+    optimizer = make_optimizer(config, plan.total_steps)
+    create_state(optimizer, model.trainable_variables)  # now, under the strategy: its size is known, a backup restores
+    log(describe_optimizer(config, optimizer, model))
     return model, optimizer
 
 
-def make_train_steps(strategy, model, optimizer, dropout_keys):
+def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None):
     """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over every
     scored position of the global batch), scored positions predicted right, and scored positions.
 
     The model's loss is the mean over its replica's scored positions; weighted by the replica's share of all
-    scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it."""
+    scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
+    `jit_compile`: each replica's forward and backward pass is compiled with XLA (the sums over replicas and the
+    update stay outside, where the strategy does them). `forward(model, batch, training)` gives the outputs
+    (default: the model called on the batch)."""
 
-    def replica_step(batch):
+    def gradients_and_counts(batch, share):
         dropout_keys.start_step(optimizer.iterations)
         labels = tf.cast(batch["labels"], tf.int32)
         scored = tf.not_equal(labels, IGNORE_INDEX)
-        scored_here = tf.reduce_sum(tf.cast(scored, tf.float32))
-        share = scored_here / tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, scored_here)
         with tf.GradientTape() as tape:
-            outputs = model(**batch, training=True)
+            outputs = forward(model, batch, True) if forward else model(**batch, training=True)
             loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) * share
-        variables = model.trainable_variables
-        gradients = tape.gradient(loss, variables)
-        optimizer.apply_gradients([(gradient, variable) for gradient, variable in zip(gradients, variables)
-                                   if gradient is not None])
+        gradients = tape.gradient(loss, model.trainable_variables)
         right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
-        return tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))])
+        return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
+                                    tf.reduce_sum(tf.cast(scored, tf.float32))])
+
+    if jit_compile:
+        gradients_and_counts = tf.function(gradients_and_counts, jit_compile=True)
+
+    def replica_step(batch):
+        scored_here = tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32))
+        scored_everywhere = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, scored_here)
+        # a step of padding rows only (the end of a packed epoch) scores nothing: its loss is 0
+        gradients, counts = gradients_and_counts(batch, scored_here / tf.maximum(scored_everywhere, 1.0))
+        optimizer.apply_gradients([(gradient, variable) for gradient, variable in
+                                   zip(gradients, model.trainable_variables) if gradient is not None])
+        return counts
 
     @tf.function
     def train_steps(iterator, steps):
@@ -194,6 +221,7 @@ class Trainer:
 
     def run(self) -> TrainingResult:
         check_config(self.config, self.task)
+        self.config = with_schedule_defaults(self.config)
         strategy = set_up(self.config.hardware, multi_worker=True)
         self.worker = worker_of(strategy)
         with StopRequests(strategy, self.worker) as stops, \
@@ -206,13 +234,14 @@ class Trainer:
         self.train_shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
         given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
-        for flag, shards in (("--train-dataset", self.train_shards), ("--eval-dataset", eval_shards)):
+        for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
+                             ("--eval-dataset", eval_shards)):
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
-                               len(self.train_shards.files), config.per_replica_batch_size *
+                               fewest_shards(self.train_shards), config.per_replica_batch_size *
                                strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
         plan = plan_steps(config, self.train_shards, layout)
@@ -258,16 +287,17 @@ class Trainer:
             log(f"Resuming from the backup at step {step} of {plan.total_steps}")
         validation = task.validation(strategy, model, tokenizer, eval_shards, config.per_replica_batch_size,
                                      config.seed, on_tpu=config.hardware.tpu is not None) if eval_shards else None
-        dataset = distributed_training_dataset(strategy, self.train_shards, layout,
-                                               task.make_transform(tokenizer), seed=config.seed,
-                                               window=config.shuffle_buffer_size,
-                                               steps_per_epoch=plan.steps_per_epoch, start_step=step,
-                                               vocab_size=model.config.vocab_size)
+        dataset = distributed_dataset(strategy, layout, training_input(
+            config, self.train_shards, layout, task.make_transform(tokenizer), seed=config.seed,
+            window=config.shuffle_buffer_size, start_step=step, vocab_size=model.config.vocab_size,
+            steps_per_epoch=plan.steps_per_epoch))
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
                      RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
                      BackupRecord(step, {}, settings, changes), claim, stops)
         try:
-            loop.train(make_train_steps(strategy, model, optimizer, dropout_keys), iter(dataset), step)
+            loop.train(make_train_steps(strategy, model, optimizer, dropout_keys,
+                                        wants_jit_compile(config.jit_compile, config.hardware),
+                                        task.training_outputs), iter(dataset), step)
         except BaseException:
             if pusher:
                 pusher.abandon()
@@ -295,6 +325,8 @@ class Trainer:
                "strategy": describe(strategy), **asdict(plan),
                "train_examples": self.train_shards.records, "max_length": self.train_shards.length,
                "mlm_tpu_version": mlm_tpu.__version__}
+        if isinstance(self.train_shards, Mixture):
+            run["mixture"] = self.train_shards.describe()
         if setting_changes:
             run["setting_changes"] = setting_changes
         return {**to_dict(self.config), "run": run}

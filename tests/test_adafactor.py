@@ -1,0 +1,107 @@
+"""--optimizer adafactor and --lr-schedule rsqrt: T5X's Adafactor step for step, T5's schedule, a state that is a
+fraction of AdamW's, a tiny T5 that learns with it, and a killed run that resumes bit for bit."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_user_error, run_train
+
+FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
+
+
+def t5x_adafactor(param, grads, rates, decay_rate=0.8, clip=1.0, eps1=1e-30, eps2=1e-3, factored=True):
+    """T5X's Adafactor update (t5x/adafactor.py, T5's gin: no momentum, no weight decay), in NumPy: 2-D weights
+    factored over (rows, columns) when `factored`, the rest with a full second moment."""
+    param = param.astype(np.float64)
+    v_row = v_col = v = None
+    for step, (grad, rate) in enumerate(zip(grads, rates)):
+        grad = grad.astype(np.float64)
+        decay = 1.0 - (step + 1.0) ** -decay_rate
+        squared = grad * grad + eps1
+        if factored:
+            new_row, new_col = squared.mean(axis=1), squared.mean(axis=0)  # rows are the largest dimension here
+            v_row = new_row if v_row is None else decay * v_row + (1 - decay) * new_row
+            v_col = new_col if v_col is None else decay * v_col + (1 - decay) * new_col
+            update = grad * (v_row / v_row.mean())[:, None] ** -0.5 * v_col[None, :] ** -0.5
+        else:
+            v = squared if v is None else decay * v + (1 - decay) * squared
+            update = grad / np.sqrt(v)
+        update /= max(1.0, np.sqrt(np.mean(update * update)) / clip)
+        param = param - rate * max(np.sqrt(np.mean(param * param)), eps2) * update
+    return param
+
+
+@pytest.mark.parametrize("shape", [(256, 128), (48,), (300, 16)])
+def test_each_step_is_t5x_adafactor_and_the_state_is_factored(shape):
+    import tensorflow as tf
+
+    from mlm_tpu.training.optimizers import Adafactor, InverseSquareRoot, create_state, state_bytes
+
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=shape).astype(np.float32) * 0.05
+    grads = [rng.normal(size=shape).astype(np.float32) * scale for scale in (1.0, 0.01, 3.0, 0.5)]
+    schedule = InverseSquareRoot(0.01, 2)  # 0.01, 0.01, then 0.01 * sqrt(2/2), 0.01 * sqrt(2/3)
+    variable = tf.Variable(start)
+    optimizer = Adafactor(schedule)
+    create_state(optimizer, [variable])
+    for grad in grads:
+        optimizer.apply_gradients([(tf.constant(grad), variable)])
+    rates = [float(schedule(step)) for step in range(len(grads))]
+    assert rates == pytest.approx([0.01, 0.01, 0.01, 0.01 * np.sqrt(2 / 3)])
+    factored = len(shape) == 2 and min(shape) >= 128
+    expected = t5x_adafactor(start, grads, rates, factored=factored)
+    np.testing.assert_allclose(variable.numpy(), expected, rtol=2e-5, atol=1e-8)
+    slots = state_bytes(optimizer) - 8  # less the step counter
+    assert slots == 4 * (sum(shape) if factored else np.prod(shape))
+
+
+def test_t5s_rsqrt_schedule_and_its_defaults():
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.optimizers import InverseSquareRoot, with_schedule_defaults
+
+    config = with_schedule_defaults(TrainingConfig("shards", "out", lr_schedule="rsqrt"))
+    assert (config.learning_rate, config.warmup_steps) == (0.01, 10_000)
+    schedule = InverseSquareRoot(config.learning_rate, config.warmup_steps)
+    for step in (0, 1, 9_999, 10_000, 40_000, 1_000_000):
+        assert float(schedule(step)) == pytest.approx(1 / np.sqrt(max(step, 10_000)), rel=1e-6)
+    assert with_schedule_defaults(TrainingConfig("shards", "out")).learning_rate == 1e-4  # linear, as before
+
+
+def adafactor_flags(shards, output_dir, *more):
+    """A tiny T5 (d_model 128, so that its matrices are factored) with Adafactor and T5's schedule, dropout on, on
+    short examples packed several per row: 80 examples in about 30 rows, 7 steps per epoch, 28 steps."""
+    return ["--task", "generation", "--train-dataset", shards, "--tokenizer", FIXTURES / "t5-tokenizer",
+            "--model-config", "t5-tiny", "--config-overrides", "d_model=128,d_ff=256", "--optimizer", "adafactor",
+            "--lr-schedule", "rsqrt", "--pack", "--per-replica-batch-size", 4, "--num-epochs", 4, "--backup-steps", 3,
+            "--logging-steps", 1, "--output-dir", output_dir, *more]
+
+
+@pytest.mark.slow
+def test_adafactor_trains_a_packed_tiny_t5_and_a_killed_run_resumes_bit_for_bit(short_shards, tmp_path):
+    from test_resume import assert_same_run, killed_twice_then_finished, step_losses
+
+    uninterrupted = tmp_path / "uninterrupted"
+    result = run_train(*adafactor_flags(short_shards, uninterrupted))
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("Optimizer: adafactor"))
+    assert "rsqrt schedule (peak 0.01, 10,000 warm-up steps)" in line
+    state, weights = (int(n.replace(",", "")) for n in __import__("re").findall(r"([\d,]{5,})", line)[:2])
+    assert state < 0.6 * weights  # AdamW's would be 2x
+    # 2 virtual pipelines (the default for a batch of 4 and 3 shards), each packing its own shards' examples (50 and
+    # 30): the one of 30 fills 12 or 13 rows, 6 steps of 2
+    assert "made by 2 input pipelines" in result.stderr and "6 steps per epoch, 24 steps in all" in result.stderr
+    losses = step_losses(uninterrupted)
+    first, last = np.mean([losses[s] for s in range(1, 5)]), np.mean([losses[s] for s in range(21, 25)])
+    assert last < 0.7 * first, (first, last)
+
+    resumed = tmp_path / "resumed"
+    killed_twice_then_finished(adafactor_flags(short_shards, resumed), tmp_path, 9, 15)  # mid-epoch, twice
+    assert_same_run(resumed, uninterrupted)
+
+
+def test_a_schedule_adafactor_cannot_take_is_one_line(tmp_path):
+    result = run_train(*adafactor_flags(FIXTURES / "t5-shards" / "train", tmp_path / "out", "--warmup-steps", 0))
+    assert_user_error(result, "--lr-schedule rsqrt cannot take --warmup-steps 0", "--warmup-steps 10000")
+    assert not (tmp_path / "out").exists()
