@@ -72,11 +72,12 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
 
     import_tensorflow()
     quiet_libraries()
+    from mlm_tpu.tasks import training_task
     from mlm_tpu.training.config import TrainingConfig
     from mlm_tpu.training.trainer import train
 
-    return train(_config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings}),
-                 callbacks)
+    config = _config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
+    return train(config, callbacks, training_task(config))
 
 
 def evaluate_model(model: str, eval_dataset: str, **settings):

@@ -44,6 +44,16 @@ def make_task(name: str):
     return getattr(importlib.import_module(module), attribute)(name)
 
 
+def training_task(config):
+    """The plug-in a training run drives: `config.task`'s, with `config.delta`'s method when delta-tuning."""
+    task = make_task(config.task)
+    if config.delta is None:
+        return task
+    from mlm_tpu.delta.task import DeltaTask
+
+    return DeltaTask(task, config)
+
+
 def task_of_saved_model(name_or_path: str) -> str:
     """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
     any other model is a masked LM (loading it will say if it is not)."""

@@ -85,3 +85,15 @@ class Task:
     def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""
         return None
+
+    def save_model(self, folder: str, model, tokenizer, facts, records: Dict[str, dict], name: str) -> None:
+        """Save the trained model into `folder` (a delta-tuning plug-in saves only its delta: mlm_tpu/delta)."""
+        from mlm_tpu.model_folder.saving import save_model_folder
+
+        save_model_folder(folder, model, tokenizer, facts, records, name)
+
+    def write_card(self, folder: str, facts, name: str, has_loss_plot: bool) -> None:
+        """Write the model card of what `save_model` saved (again, once the loss plot is drawn)."""
+        from mlm_tpu.model_folder.card import write_model_card
+
+        write_model_card(folder, facts, name, has_loss_plot=has_loss_plot)

@@ -32,8 +32,7 @@ from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
-from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
-from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
@@ -178,9 +177,10 @@ def make_train_steps(strategy, model, optimizer, dropout_keys):
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
-    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()):
+    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = (),
+                 task: Optional[Task] = None):
         self.config = config
-        self.task = make_task(config.task)
+        self.task = task or make_task(config.task)  # a plug-in handed in: a task with a delta (mlm_tpu/delta)
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
@@ -396,9 +396,8 @@ class _Loop:
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        save_model_folder(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
-                          {RUN_INFO_FILE: self.run_info, **(records or {})},
-                          self.card_name)
+        self.task.save_model(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
+                             {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
     def draw_loss_plot(self) -> None:
         """loss.png in the output folder, and the card showing it (for the Hub's page too)."""
@@ -410,9 +409,11 @@ class _Loop:
             log(f"No loss plot: {error}")
             return
         if self.saved_card:
-            write_model_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
+            self.task.write_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
-def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
-    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring."""
-    return Trainer(config, callbacks).run()
+def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = (),
+          task: Optional[Task] = None) -> TrainingResult:
+    """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
+    `task`: the plug-in to run (default: `config.task`'s)."""
+    return Trainer(config, callbacks, task).run()

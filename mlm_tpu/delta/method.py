@@ -1,0 +1,98 @@
+"""What every delta-tuning method does (the folders lora/, ia3/, prompt/, prefix/, adapter/ implement it).
+
+A method wraps layers of a built transformers TF model in place (`apply`), so the model's own
+`call`, `generate`, validation and prediction run through the delta unchanged; freezes every base
+weight, so `model.trainable_variables` are the delta's alone (and the optimizer holds state for
+them only); and names its weights as PEFT (or AdapterHub) saves them (`state_dict`).
+"""
+
+from typing import Dict, List
+
+import numpy as np
+import tf_keras as keras
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.delta.targets import walk
+
+
+class DeltaMethod:
+    """One method with its settings, applied to one model."""
+
+    name: str  # the --delta word
+    supported_model_types = ("t5", "roberta")
+    weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
+    config_file = "adapter_config.json"
+
+    def __init__(self, settings):
+        self.settings = settings  # the method's config dataclass (its config.py)
+        self.delta_layers: List[keras.layers.Layer] = []
+
+    def check_model(self, model) -> None:
+        model_type = model.config.model_type
+        if model_type not in self.supported_model_types:
+            raise UserError(f"--delta {self.name} does not support {model_type} models (only "
+                            f"{', '.join(self.supported_model_types)}); give another --model-name-or-path or --delta")
+
+    def apply(self, model) -> None:
+        """Wrap the model's layers (the model is built); record the delta layers in `delta_layers`."""
+        raise NotImplementedError
+
+    def state_dict(self, model) -> Dict[str, np.ndarray]:
+        """The delta's weights under the names and in the shapes the PyTorch library saves them."""
+        raise NotImplementedError
+
+    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+        """Set the delta's weights from a saved `state_dict` (every key used, none missing)."""
+        raise NotImplementedError
+
+    def adapter_config(self, model, base_model: str) -> dict:
+        raise NotImplementedError
+
+    def merge(self, model) -> None:
+        """Fold the delta into the base weights (LoRA and IA3 only)."""
+        raise UserError(f"--delta {self.name} adds to the model; it cannot be folded into its weights (only lora "
+                        "and ia3 can be merged)")
+
+    def delta_variables(self) -> list:
+        return [variable for layer in self.delta_layers for variable in layer.delta_weights]
+
+
+def freeze_base(model, delta_layers) -> None:
+    """Make every base weight non-trainable and keep the delta layers' own weights trainable.
+
+    Keras counts a layer's weights as trainable only if the layer and every parent are: layers holding no delta
+    layer are switched off whole; a parent of a delta layer (T5's attention, which owns the relative position
+    bias) stays on and hands its own weights to its non-trainable list."""
+    delta_ids = {id(layer) for layer in delta_layers}
+    holders = {id(layer) for layer in delta_layers}  # layers with a delta layer in or under them
+    parents = {id(child): parent for parent, _, child in _with_owner(model)}
+    for layer in delta_layers:
+        node = parents.get(id(layer))
+        while node is not None:
+            holders.add(id(node))
+            node = parents.get(id(node))
+    for layer in [model] + [child for _, _, child in walk(model)]:
+        if id(layer) in delta_ids:
+            if getattr(layer, "base_layer", None) is not None:
+                layer.base_layer.trainable = False  # the base layer a delta layer wraps
+        elif id(layer) not in holders:
+            layer.trainable = False
+        else:
+            own = list(layer._trainable_weights)
+            layer._trainable_weights[:] = []
+            layer._non_trainable_weights.extend(own)
+
+
+def _with_owner(model):
+    """(owning layer, attribute, child) for every layer under `model`; a list item's owner is the list's layer."""
+    stack = [model]
+    while stack:
+        layer = stack.pop()
+        for attribute, value in list(vars(layer).items()):
+            if attribute.startswith("_"):
+                continue
+            items = value if isinstance(value, (list, tuple)) or type(value).__name__ == "ListWrapper" else [value]
+            for item in items:
+                if isinstance(item, keras.layers.Layer):
+                    yield layer, attribute, item
+                    stack.append(item)
