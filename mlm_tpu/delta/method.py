@@ -19,6 +19,7 @@ class DeltaMethod:
     """One method with its settings, applied to one model."""
 
     name: str  # the --delta word
+    settings_class: type  # the dataclass of its settings (its config.py)
     supported_model_types = ("t5", "roberta")
     weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
     config_file = "adapter_config.json"
@@ -26,6 +27,17 @@ class DeltaMethod:
     def __init__(self, settings):
         self.settings = settings  # the method's config dataclass (its config.py)
         self.delta_layers: List[keras.layers.Layer] = []
+
+    @classmethod
+    def of(cls, config) -> "DeltaMethod":
+        """The method with the settings of a TrainingConfig."""
+        return cls(cls.settings_class.of(config))
+
+    @classmethod
+    def from_record(cls, settings: dict) -> "DeltaMethod":
+        """The method with the settings an adapter folder records (mlm_tpu_delta.json)."""
+        return cls(cls.settings_class(**{name: tuple(value) if isinstance(value, list) else value
+                                     for name, value in settings.items()}))
 
     def check_model(self, model) -> None:
         model_type = model.config.model_type
@@ -71,7 +83,14 @@ def freeze_base(model, delta_layers) -> None:
         while node is not None:
             holders.add(id(node))
             node = parents.get(id(node))
+    delta_parts = set()  # layers a delta layer holds besides the base layer it wraps (its own sub-layers)
+    for layer in delta_layers:
+        base = getattr(layer, "base_layer", None)
+        under_base = {id(child) for _, _, child in walk(base)} | {id(base)} if base is not None else set()
+        delta_parts |= {id(child) for _, _, child in walk(layer)} - under_base
     for layer in [model] + [child for _, _, child in walk(model)]:
+        if id(layer) in delta_parts and id(layer) not in delta_ids:
+            continue
         if id(layer) in delta_ids:
             if getattr(layer, "base_layer", None) is not None:
                 layer.base_layer.trainable = False  # the base layer a delta layer wraps

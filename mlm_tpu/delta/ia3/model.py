@@ -14,14 +14,12 @@ from mlm_tpu.delta.targets import dense_layers, matches
 
 class Ia3(DeltaMethod):
     name = "ia3"
+    settings_class = Ia3Settings
 
     def __init__(self, settings: Ia3Settings):
         super().__init__(settings)
         self.modules: Dict[str, Ia3Dense] = {}
 
-    @classmethod
-    def of(cls, config) -> "Ia3":
-        return cls(Ia3Settings.of(config))
 
     def apply(self, model) -> None:
         self.check_model(model)

@@ -14,14 +14,12 @@ from mlm_tpu.delta.targets import dense_layers
 
 class Lora(DeltaMethod):
     name = "lora"
+    settings_class = LoraSettings
 
     def __init__(self, settings: LoraSettings):
         super().__init__(settings)
         self.modules: Dict[str, LoraDense] = {}
 
-    @classmethod
-    def of(cls, config) -> "Lora":
-        return cls(LoraSettings.of(config))
 
     def apply(self, model) -> None:
         self.check_model(model)

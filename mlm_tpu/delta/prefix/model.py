@@ -16,11 +16,9 @@ KEY = "prompt_embeddings"
 
 class PrefixTuning(DeltaMethod):
     name = "prefix"
+    settings_class = PrefixSettings
     supported_model_types = ("t5",)
 
-    @classmethod
-    def of(cls, config) -> "PrefixTuning":
-        return cls(PrefixSettings.of(config))
 
     def apply(self, model) -> None:
         self.check_model(model)

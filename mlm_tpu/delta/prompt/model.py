@@ -17,11 +17,9 @@ KEY = "prompt_embeddings"
 
 class PromptTuning(DeltaMethod):
     name = "prompt"
+    settings_class = PromptSettings
     supported_model_types = ("t5",)
 
-    @classmethod
-    def of(cls, config) -> "PromptTuning":
-        return cls(PromptSettings.of(config))
 
     def apply(self, model) -> None:
         self.check_model(model)
