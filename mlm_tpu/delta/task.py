@@ -9,11 +9,13 @@ from mlm_tpu.console import log
 from mlm_tpu.delta import method_class
 from mlm_tpu.errors import UserError
 
+T5_PRETRAINED_LENGTH = 512  # T5Config no longer records n_positions; T5's relative positions were trained to it
+
 
 def longest_input(model_config) -> Optional[int]:
     """The most tokens the model takes, where it has a limit (RoBERTa's positions; T5's n_positions)."""
-    if model_config.model_type == "t5":
-        return getattr(model_config, "n_positions", None)
+    if model_config.model_type == "t5":  # relative positions: the length T5 was pretrained with
+        return getattr(model_config, "n_positions", None) or T5_PRETRAINED_LENGTH
     positions = getattr(model_config, "max_position_embeddings", None)
     return positions - 2 if positions else None  # RoBERTa numbers positions from its padding index + 1
 
