@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from mlm_tpu.t5.span_corruption import SpanCorrupter
-from mlm_tpu.t5.span_lengths import SpanLengths, span_lengths
+from mlm_tpu.shards.span_lengths import SpanLengths, span_lengths
 
 VOCABULARY = 32100  # len() of T5's own tokenizers: <extra_id_0> is 32099
 

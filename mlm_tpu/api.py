@@ -77,7 +77,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     from mlm_tpu.training.trainer import train
 
     config = _config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
-    return train(config, callbacks, training_task(config))
+    return train(config, training_task(config), callbacks)
 
 
 def evaluate_model(model: str, eval_dataset: str, **settings):
@@ -91,10 +91,12 @@ def evaluate_model(model: str, eval_dataset: str, **settings):
 
     import_tensorflow()
     quiet_libraries()
+    from mlm_tpu.tasks import plug_in_of_saved_model
     from mlm_tpu.training.config import EvaluationConfig
     from mlm_tpu.training.evaluation import evaluate_model as evaluate
 
-    return evaluate(_config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings}))
+    return evaluate(_config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings}),
+                    plug_in_of_saved_model(model))
 
 
 def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5) -> List[List[List[dict]]]:
@@ -127,7 +129,7 @@ def export_model(model: str, **settings) -> str:
     `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.
 
     Example:
-        >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported")
+        >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported", overwrite=True)
         'runs/api/exported'
     """
     from mlm_tpu.console import import_tensorflow, quiet_libraries
@@ -135,15 +137,17 @@ def export_model(model: str, **settings) -> str:
     import_tensorflow()
     quiet_libraries()
     from mlm_tpu.model_folder.export import ExportConfig, export_model as export
+    from mlm_tpu.tasks import plug_in_of_saved_model
 
-    return export(_config(ExportConfig, {"model": model, **settings}))
+    return export(_config(ExportConfig, {"model": model, **settings}), plug_in_of_saved_model(model))
 
 
-def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
-    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png); returns its path.
+def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:
+    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, which the trainer draws at
+    its end: replacing it takes `overwrite`); returns its path.
 
     Example:
-        >>> mlm_tpu.plot_loss("runs/api/model")
+        >>> mlm_tpu.plot_loss("runs/api/model", overwrite=True)
         'runs/api/model/loss.png'
     """
     import os
@@ -152,5 +156,5 @@ def plot_loss(run_dir: str, output: Optional[str] = None) -> str:
     from mlm_tpu.training.loss_plot import plot_losses
 
     output = output or os.path.join(run_dir, LOSS_PLOT)
-    plot_losses(run_dir, output)
+    plot_losses(run_dir, output, overwrite)
     return output

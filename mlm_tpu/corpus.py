@@ -93,6 +93,24 @@ class CorpusSource:
         return {**kind, "limit": self.limit}
 
 
+def datasets_of(corpus: Optional[dict]) -> List[str]:
+    """The Hub datasets a recorded corpus (`CorpusSource.describe()`) came from (local files and the built-in
+    corpus are none)."""
+    return [corpus["dataset"]] if corpus and corpus.get("dataset") and not os.path.exists(corpus["dataset"]) else []
+
+
+def describe_corpus(corpus: Optional[dict]) -> str:
+    """A recorded corpus in words, for model and tokenizer cards."""
+    if not corpus:
+        return "not recorded"
+    if corpus.get("builtin_corpus"):
+        return f"mlm_tpu's built-in corpus '{corpus['builtin_corpus']}' (the Python standard library's help pages)"
+    if corpus.get("text_files"):
+        return f"local files ({', '.join(corpus['text_files'][:3])}{', ...' if len(corpus['text_files']) > 3 else ''})"
+    config = f" ({corpus['dataset_config']})" if corpus.get("dataset_config") else ""
+    return f"the 🤗 dataset {corpus['dataset']}{config}, split {corpus.get('split', 'train')}"
+
+
 def checked_source(source: CorpusSource) -> CorpusSource:
     """The source with the flags checked against each other and the default dataset filled in."""
     chosen = [flag for flag, value in (("--dataset", source.dataset), ("--text-files", source.text_files),

@@ -6,8 +6,6 @@ it, so a crash never leaves a half-written file under the real name.
 """
 
 import json
-import os
-import tempfile
 from typing import Any
 
 from mlm_tpu.errors import UserError
@@ -45,16 +43,8 @@ def read_json(path: str, what: str, fix: str) -> Any:
 
 
 def write_json(path: str, payload: Any) -> None:
-    """Write `payload` to the local file `path` atomically (temporary file, then rename)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(encode_json(payload))
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as error:
-        raise UserError(f"cannot write {path}: {error.strerror or error}") from None
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    """Write `payload` to the local file `path` atomically (temporary file, then rename); in an output folder
+    with a record of what mlm_tpu wrote, the record keeps up (output_dir.py)."""
+    from mlm_tpu.output_dir import write_file
+
+    write_file(path, encode_json(payload))

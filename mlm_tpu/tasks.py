@@ -8,6 +8,9 @@
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
+
+This registry sits above the stages and the product lines: the commands (api.py, cli/) look a plug-in
+up here and hand it to the trainer, evaluation, inspection or export, which never import a task.
 """
 
 import importlib
@@ -37,7 +40,7 @@ def task_from_head(task: Optional[str], head: Optional[str]) -> str:
 
 
 def make_task(name: str):
-    """The plug-in that runs task `name` in the trainer (its module is imported only when used)."""
+    """The plug-in that runs task `name` (its module is imported only when used)."""
     if name not in PLUG_INS:
         raise UserError(f"--task must be one of {', '.join(TASKS)}, not '{name}'")
     module, attribute = PLUG_INS[name]
@@ -63,6 +66,21 @@ def task_of_saved_model(name_or_path: str) -> str:
         return "mlm"
     from transformers import AutoConfig
 
-    from mlm_tpu.t5.task_settings import task_settings
+    from mlm_tpu.model_folder.task_settings import task_settings
 
     return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
+
+
+def plug_in_of_saved_model(name_or_path: str):
+    """The plug-in of the task a saved model was trained for (evaluation, export)."""
+    return make_task(task_of_saved_model(name_or_path))
+
+
+def plug_in_of_split(kind: str):
+    """The plug-in of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS): what
+    inspection shows a split through."""
+    for name in TASKS:
+        task = make_task(name)
+        if task.shard_kind == kind:
+            return task
+    raise UserError(f"no task trains on splits of the kind '{kind}'")

@@ -103,10 +103,14 @@ class TlsGcsEmulator(GcsEmulator):
         if not shutil.which("unshare") or not shutil.which("openssl"):
             return "needs `unshare` and `openssl`"
         with socket.socket() as probe:
+            # As fake-gcs-server (Go) binds: with SO_REUSEADDR, so the TIME-WAIT sockets of an earlier run's
+            # connections do not count as the port being in use; only a listener does.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", 443))
+                probe.listen()
             except OSError:
-                return "port 443 is in use"
+                return "port 443 is in use (another server listens on it)"
         result = subprocess.run(["unshare", "-m", "true"], capture_output=True)
         if result.returncode != 0:
             return f"cannot make a mount namespace: {result.stderr.decode().strip()}"

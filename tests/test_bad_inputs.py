@@ -4,13 +4,15 @@ Each row makes its input under a fresh folder, runs the command (in this process
 `run_command` wrapper a shell user goes through, so a stray exception fails the row with its
 traceback), and checks: the exit code (2 for bad input; 0 where the right answer is to do the work),
 one `error:` line holding the row's phrases, no traceback, and what must not be on disk afterwards
-(half-written files, a model saved over a good one). New flags and formats get their rows here.
+(half-written files, a model saved over a good one), and what must be byte-identical afterwards (the
+user's files: a command writes only what it made, output_dir.py). New flags and formats get their rows here.
 
 Rows that need a trained model or a training step are marked slow; the others run in seconds.
 """
 
 import csv
 import filecmp
+import hashlib
 import io
 import json
 import os
@@ -18,7 +20,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -57,6 +59,7 @@ class Row:
     exit_code: int = 2
     absent: Tuple[str, ...] = ()  # paths under the scratch folder that must not exist afterwards
     unchanged: Tuple[str, ...] = ()  # folders under the scratch folder that must be as good_model() made them
+    kept: Tuple[str, ...] = ()  # files or folders under the scratch folder that must be byte-identical afterwards
     slow: bool = False
     stdin: bytes = b""  # what the command reads on stdin
     check: Callable[[Inputs, str], None] = field(default=lambda inputs, stdout: None)  # more, for exit-0 rows
@@ -75,8 +78,15 @@ def row(command: str, *phrases: str, **options):
 
 def text_file(inputs: Inputs, name: str, text: str, encoding: str = "utf-8") -> Path:
     path = inputs.tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding=encoding)
     return path
+
+
+def tree(path: Path) -> dict:
+    """Every file under `path` (or `path` itself), hidden ones included, by its relative name: its bytes' digest."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 def parquet_file(inputs: Inputs, name: str, columns: dict) -> Path:
@@ -186,13 +196,13 @@ def shard_truncated_tokenizer_json(inputs):
     return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n" * 50)), tokenizer=folder)
 
 
-@row("shard", "manifest", "not valid JSON", "--overwrite")
+@row("shard", "manifest", "not valid JSON", "cannot tell", "even with --overwrite", kept=("out",))
 def shard_over_invalid_manifest(inputs):
     corpus = text_file(inputs, "c.txt", "some text here\n" * 400)
     split = inputs.tmp / "out" / "train"
     split.mkdir(parents=True)
     (split / "manifest.json").write_text('{"records": 1')
-    return shard_flags(inputs, "--text-files", str(corpus))
+    return shard_flags(inputs, "--text-files", str(corpus), "--overwrite")
 
 
 @row("shard", exit_code=0, check=lambda inputs, _: _targets_are(inputs, {"0", "1"}))
@@ -246,6 +256,14 @@ def shard_over_a_stale_lock(inputs):
     return shard_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text here\n" * 400)))
 
 
+@row("shard", "113 noise spans", "has 100", "--max-length of at most 452", "--noise-density", "--mean-noise-span-length",
+     absent=("out",))
+def span_corruption_needing_more_sentinels_than_the_t5_tokenizer_has(inputs):
+    return ["--task", "span-corruption", "--tokenizer", str(inputs.t5_tokenizer), "--text-files",
+            str(text_file(inputs, "c.txt", "some text here\n" * 400)), "--max-length", "512", "--noise-density", "0.3",
+            "--mean-noise-span-length", "1.5", "--output-dir", str(inputs.tmp / "out")]
+
+
 # --- train ---------------------------------------------------------------------------------------------------------
 
 @row("train", "--shuffle-buffer-size", "at least 1", absent=("model",))
@@ -271,6 +289,12 @@ def learning_rate_negative(inputs):
 @row("train", "is a file", absent=("model/training_args.json",))
 def output_dir_is_a_file(inputs):
     text_file(inputs, "model", "not a folder")
+    return train_flags(inputs)
+
+
+@row("train", "README.md", "did not write", kept=("model",), absent=("model/training_args.json", "model/backup"))
+def train_into_a_folder_with_the_users_readme(inputs):
+    text_file(inputs, "model/README.md", "# notes on the run I plan\n")
     return train_flags(inputs)
 
 
@@ -324,6 +348,25 @@ def masked_lm_with_a_t5_tokenizer(inputs):
     return [*train_flags(inputs)[:2], "--tokenizer", str(inputs.t5_tokenizer), *train_flags(inputs)[4:]]
 
 
+@row("train", "--train-dataset", "105 noise spans", "has 100", "re-shard", "--max-length of at most 1809",
+     absent=("model",))
+def span_corruption_shards_needing_more_sentinels_than_the_tokenizer_has(inputs):
+    """Raw rows made elsewhere (no manifest: T5's noise settings) too long for 100 sentinels: the fix is in the
+    shards, not the tokenizer."""
+    import numpy as np
+
+    from mlm_tpu.shards.format import shard_name
+    from mlm_tpu.shards.tfrecord import serialize_examples
+
+    split = inputs.tmp / "long-rows"
+    split.mkdir()
+    rows = np.random.default_rng(0).integers(10, 500, size=(4, 2100))
+    (split / shard_name("dataset", 0, 4)).write_bytes(frame_records(serialize_examples({"input_ids": rows})))
+    return ["--task", "span-corruption", "--train-dataset", str(split), "--tokenizer", str(inputs.t5_tokenizer),
+            "--model-config", "t5-tiny", "--per-replica-batch-size", "2", "--max-steps", "1", "--output-dir",
+            str(inputs.tmp / "model")]
+
+
 @row("train", "--model-config", "t5", "masked", absent=("model",))
 def t5_config_as_masked_lm_model_config(inputs):
     config = text_file(inputs, "config.json", json.dumps({"model_type": "t5", "d_model": 32, "num_layers": 1,
@@ -339,6 +382,116 @@ def loss_turns_nan(inputs):
     os.rename(inputs.tmp / "good-model", inputs.tmp / "model")
     shutil.copytree(inputs.tmp / "model", inputs.tmp / "good-model")
     return train_flags(inputs, None, "--config-overrides", "initializer_range=1e30")
+
+
+# --- output folders: a command writes only what it made, and replaces only what mlm_tpu wrote (output_dir.py) ------
+
+def a_corpus(inputs: Inputs) -> str:
+    return str(text_file(inputs, "corpus.txt", "some words to learn from here\n" * 200))
+
+
+@row("tokenizer", "README.md", "did not write", "even with --overwrite", kept=("tok",))
+def tokenizer_over_a_users_readme(inputs):
+    text_file(inputs, "tok/README.md", "# my notes\n")
+    return [*tokenizer_flags(inputs, a_corpus(inputs)), "--overwrite"]
+
+
+@row("tokenizer", "already holds", "tokenizer.json", "--overwrite", kept=("tok",))
+def tokenizer_over_an_earlier_tokenizer(inputs):
+    inputs.copy(inputs.tokenizer, "tok")
+    return tokenizer_flags(inputs, a_corpus(inputs))
+
+
+@row("tokenizer", "tokenizer_config.json", "changed since", kept=("tok",))
+def tokenizer_over_one_the_user_edited(inputs):
+    config = inputs.copy(inputs.tokenizer, "tok") / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("512", "1024"))
+    return [*tokenizer_flags(inputs, a_corpus(inputs)), "--overwrite"]
+
+
+@row("shard", "stranger-00000-5.tfrecord", "did not write", "even with --overwrite", kept=("out",))
+def shard_overwrite_beside_a_shard_mlm_tpu_did_not_write(inputs):
+    inputs.copy(inputs.shards / "train", "out/train")
+    text_file(inputs, "out/train/stranger-00000-5.tfrecord", "not ours")
+    return shard_flags(inputs, "--text-files", a_corpus(inputs), "--overwrite")
+
+
+@row("shard", exit_code=0, check=lambda inputs, _: _only_the_users_file_and_the_new_split(inputs))
+def shard_overwrite_keeps_the_users_files(inputs):
+    inputs.copy(inputs.shards / "train", "out/train")
+    text_file(inputs, "out/train/NOTES.md", "where these shards came from\n")
+    return shard_flags(inputs, "--text-files", a_corpus(inputs), "--overwrite")
+
+
+def _only_the_users_file_and_the_new_split(inputs: Inputs) -> None:
+    split = inputs.tmp / "out" / "train"
+    manifest = json.loads((split / "manifest.json").read_text())
+    assert manifest["settings"]["max_length"] == 32  # the new split, not the copied one (64)
+    assert sorted(p.name for p in split.iterdir()) == sorted(["NOTES.md", "manifest.json",
+                                                               *(entry["name"] for entry in manifest["shards"])])
+    assert (split / "NOTES.md").read_text() == "where these shards came from\n"
+
+
+@row("export", "README.md", "did not write", "even with --overwrite", kept=("out",), absent=("out/model.safetensors",))
+def export_into_a_folder_with_the_users_readme(inputs):
+    text_file(inputs, "out/README.md", "# what I keep here\n")
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(inputs.tmp / "out"), "--overwrite"]
+
+
+@row("export", "README.md", "did not write", kept=("model",), absent=("model/model.safetensors",))
+def export_in_place_over_the_users_readme(inputs):
+    model = inputs.copy(FIXTURES / "roberta", "model")
+    text_file(inputs, "model/README.md", "# my model\n")
+    return ["--model", str(model), "--overwrite"]
+
+
+@row("export", "already holds", "README.md", "--overwrite", kept=("exported",))
+def export_over_an_earlier_export(inputs):
+    exported = inputs.copy(FIXTURES / "roberta", "exported")
+    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
+    text_file(inputs, "exported/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported)]
+
+
+@row("plot", "figure.png", "did not write", "even with --overwrite", kept=("run",))
+def plot_over_the_users_picture(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    text_file(inputs, "run/figure.png", "my own picture")
+    return [str(run), "--output", str(run / "figure.png"), "--overwrite"]
+
+
+@row("plot", "already holds", "loss.png", "--overwrite", kept=("run",))
+def plot_over_its_earlier_plot(inputs):
+    from mlm_tpu.training.loss_plot import plot_losses
+
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    plot_losses(str(run), str(run / "loss.png"))
+    return [str(run)]
+
+
+@row("demo", "model", "did not make", kept=("runs",), absent=("runs/tokenizer", "runs/shards"))
+def demo_into_a_folder_holding_the_users_model(inputs):
+    inputs.copy(FIXTURES / "roberta", "runs/model")
+    return ["--output-dir", str(inputs.tmp / "runs")]
+
+
+@row("demo", "model/notes.txt", "did not make", kept=("runs",))
+def demo_over_its_earlier_output_holding_a_users_file(inputs):
+    earlier_demo(inputs, inputs.tmp / "runs" / "demo")
+    text_file(inputs, "runs/demo/model/notes.txt", "mine\n")
+    return ["--output-dir", str(inputs.tmp / "runs" / "demo")]
+
+
+def earlier_demo(inputs: Inputs, folder: Path) -> Path:
+    """What the demo left before folders had records, made of mlm_tpu 0.2's files: its tokenizer, trained on the
+    built-in corpus, its shards, and a model trained with that tokenizer."""
+    inputs.copy(FIXTURES / "tokenizer", str(folder.relative_to(inputs.tmp) / "tokenizer"))
+    for split in ("train", "validation"):
+        inputs.copy(FIXTURES / "shards" / split, str(folder.relative_to(inputs.tmp) / "shards" / split))
+    model = inputs.copy(FIXTURES / "roberta", str(folder.relative_to(inputs.tmp) / "model"))
+    run_info = json.loads((model / "training_args.json").read_text())
+    (model / "training_args.json").write_text(json.dumps({**run_info, "tokenizer": str(folder / "tokenizer")}))
+    return folder
 
 
 # --- evaluate ------------------------------------------------------------------------------------------------------
@@ -404,6 +557,32 @@ def plot_with_a_damaged_events_file(inputs):
     return [str(run)]
 
 
+def reframed_events(inputs: Inputs, damage: Callable[[bytes], bytes]) -> Path:
+    """A copy of a run whose events files keep valid checksums around records that `damage` rewrote."""
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    for events in (run / "logs").rglob("events.out.tfevents.*"):
+        events.write_bytes(frame_records([damage(record) for record in iter_records(events.read_bytes(), "")]))
+    return run
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "record 1 is not a TensorBoard event", "restore it",
+     absent=("run/loss.png",))
+def plot_with_every_events_record_garbage(inputs):
+    return [str(reframed_events(inputs, lambda record: bytes(255 - byte for byte in record)))]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "record 1 is empty", absent=("run/loss.png",))
+def plot_with_every_events_record_empty(inputs):
+    return [str(reframed_events(inputs, lambda record: b""))]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", "empty", absent=("run/loss.png",))
+def plot_with_an_events_file_cut_to_nothing(inputs):
+    run = inputs.copy(FIXTURES / "roberta", "run")
+    next((run / "logs" / "train").glob("events.out.tfevents.*")).write_bytes(b"")
+    return [str(run)]
+
+
 @row("plot", "cannot read", "permission", absent=("run/loss.png",))
 def plot_with_unreadable_logs(inputs):
     run = inputs.copy(FIXTURES / "roberta", "run")
@@ -426,13 +605,14 @@ def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer
 
 
-def invoke(command: str, arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
-    """Run `mlm-tpu command arguments` as the console script does; (exit code, stdout, stderr)."""
+def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
+    """Run `mlm-tpu command arguments` (no command: bare `mlm-tpu`) as the console script does; (exit code, stdout,
+    stderr)."""
     from mlm_tpu.cli import run_command
     from mlm_tpu.cli.main import main
 
     try:
-        run_command(main, [command, *arguments])
+        run_command(main, [command, *arguments] if command is not None else list(arguments))
         code = 0
     except SystemExit as stop:
         code = stop.code
@@ -448,6 +628,7 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)
     arguments = case.make_args(inputs)
+    before = {path: tree(tmp_path / path) for path in case.kept}
     if case.stdin:
         stream = io.TextIOWrapper(io.BytesIO(case.stdin), encoding="utf-8")
         stream.isatty = lambda: False
@@ -465,11 +646,62 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
         case.check(inputs, out)
     for path in case.absent:
         assert not (tmp_path / path).exists(), f"{path} was left behind"
+    for path, files in before.items():
+        assert tree(tmp_path / path) == files, f"{path} changed"
     for folder in case.unchanged:
         comparison = filecmp.dircmp(tmp_path / "good-model", tmp_path / folder)
         assert not comparison.diff_files and not comparison.left_only, f"{folder} changed: {comparison.diff_files}"
     leftovers = [str(p) for p in tmp_path.rglob("*.partial*")]
     assert not leftovers, f"half-written files left: {leftovers}"
+
+
+@pytest.mark.parametrize("arguments, phrases", [([], ("no command given",)),
+                                                 (["trian"], ("unknown command 'trian'", "did you mean 'train'")),
+                                                 (["--tpu"], ("'--tpu' is a flag", "after the command"))],
+                         ids=["bare", "misspelt", "flag-first"])
+def test_a_missing_or_unknown_command_is_one_error_line_after_the_list(arguments, phrases, capsys):
+    code, out, err = invoke(arguments[0] if arguments else None, arguments[1:], capsys)
+    assert code == 2 and not out and "Traceback" not in err, err
+    assert "commands:" in err and "  train " in err and "  tokenizer " in err  # the list of commands comes first
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
+
+
+def full_disk_unavailable_reason() -> Optional[str]:
+    """Why a small tmpfs cannot be mounted in a private mount namespace here, or None."""
+    import shutil as which
+    import subprocess
+
+    if os.geteuid() != 0 or not which.which("unshare"):
+        return "needs root and `unshare` for a small tmpfs in a private mount namespace"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"], capture_output=True,
+                           text=True)
+    return f"cannot mount a tmpfs: {probe.stderr.strip()}" if probe.returncode else None
+
+
+def test_a_full_disk_while_saving_a_tokenizer_is_one_line_and_leaves_nothing(tmp_path):
+    """A real ENOSPC: the command runs on a 16 KB tmpfs (mounted in its own mount namespace, so nothing else sees
+    it), which holds the small files but not tokenizer.json, written by the tokenizers library in Rust."""
+    import subprocess
+
+    reason = full_disk_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    script = (f'mount -t tmpfs -o size=16k tmpfs "{disk}" && "$@"; code=$?; echo "left: $(ls -A "{disk}")"; '
+              "exit $code")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "mlm_tpu.tokenizer",
+                             "train", "--builtin-corpus", "pydoc-topics", "--limit", "300", "--vocab-size", "300",
+                             "--output-dir", str(disk / "tok")], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                            timeout=600)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and str(disk) in errors[0], result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "left:", result.stdout  # no tokenizer, no staging folder
 
 
 def test_two_sharders_on_one_split_never_mix(tmp_path, wikitext_tokenizer, wikitext_path):

@@ -39,6 +39,29 @@ def test_each_command_has_the_flags_of_its_python_m_twin(command):
     assert twin in result.stdout
 
 
+HELP_PAGES = {  # every command's --help (sub-commands included), and the flags that have no default
+    "tokenizer train": ("--output-dir",), "tokenizer encode": ("--tokenizer",), "shard": ("--tokenizer", "--output-dir"),
+    "train": ("--train-dataset", "--output-dir"), "evaluate": ("--model", "--eval-dataset"),
+    "predict fill-mask": ("--model",), "predict text2text": ("--model",), "inspect": ("--dataset", "--tokenizer"),
+    "plot": (), "export": ("--model",), "demo": (),
+}
+
+
+@pytest.mark.parametrize("page", HELP_PAGES)
+def test_help_says_required_where_a_flag_has_no_default(page, capsys):
+    from mlm_tpu.cli.main import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([*page.split(), "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert "object at 0x" not in text and "MISSING" not in text, text
+    entries = re.split(r"\n(?=  -)", text)  # one entry per flag: its names, then its help
+    for flag in HELP_PAGES[page]:
+        entry = next(entry for entry in entries if entry.lstrip().startswith(flag + " "))
+        assert "(required)" in " ".join(entry.split()), entry
+
+
 def test_a_console_command_does_the_work_and_bad_input_is_one_line(tmp_path):
     result = run_console("tokenizer", "train", "--builtin-corpus", "pydoc-topics", "--limit", "300", "--vocab-size",
                          "300", "--output-dir", tmp_path / "tok")

@@ -106,3 +106,21 @@ def test_targets_that_match_no_layer_and_unsupported_models_are_refused():
         method_class("lora").of(SimpleNamespace(**{**vars(SETTINGS), "lora_targets": ("q", "v")})).apply(model)
     with pytest.raises(UserError, match="--delta prefix does not support roberta models"):
         method_class("prefix").of(SETTINGS).apply(model)
+
+
+@pytest.mark.parametrize("setting, value", [("delta", "ia3"), ("lora_rank", 4), ("lora_alpha", 32.0),
+                                            ("lora_targets", ("q", "k", "v")), ("num_virtual_tokens", 8),
+                                            ("adapter_kind", "houlsby"), ("adapter_reduction", 8)])
+def test_a_resume_with_other_delta_settings_is_refused(setting, value, tmp_path):
+    import dataclasses
+
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
+
+    started = TrainingConfig(train_dataset="shards", output_dir=str(tmp_path), task="classification",
+                             model_name_or_path="t5-small", delta="lora")
+    resumed = dataclasses.replace(started, **{setting: value})
+    recorded, current = (result_settings(config, 8, ["a.tfrecord"], [10]) for config in (started, resumed))
+    with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} was"):
+        check_resumed_settings(resumed, recorded, current, 5, str(tmp_path), [])

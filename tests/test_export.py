@@ -154,8 +154,12 @@ def test_export_of_a_tf_only_folder_made_elsewhere(tmp_path):
                                logits(TFAutoModelForMaskedLM, source, source, ROBERTA_INPUT), rtol=1e-5, atol=1e-5)
     assert read_card(exported).data.widget == [{"text": "Paris is the [MASK] of France."}]
 
-    again = run_module("mlm_tpu.export", "--model", source, "--output-dir", exported)  # the same model: fine
+    (exported / "notes.txt").write_text("mine\n")
+    again = run_module("mlm_tpu.export", "--model", source, "--output-dir", exported)
+    assert_user_error(again, "already holds", "--overwrite")
+    again = run_module("mlm_tpu.export", "--model", source, "--output-dir", exported, "--overwrite")  # the same model
     assert again.returncode == 0, again.stderr[-3000:]
+    assert (exported / "notes.txt").read_text() == "mine\n"
 
 
 def test_bad_input_is_one_line_and_leaves_nothing_half_written(tmp_path):
@@ -178,3 +182,37 @@ def test_bad_input_is_one_line_and_leaves_nothing_half_written(tmp_path):
     assert_user_error(run_module("mlm_tpu.export", "--model", FIXTURES / "roberta", "--output-dir", other),
                       "holds another model")
     assert sorted(path.name for path in other.iterdir()) == before and not (other / "model.safetensors").exists()
+
+
+def card_sections(folder: Path) -> dict:
+    """What a card says of the run: its validation table, loss plot and corpus lines."""
+    text = read_card(folder).text
+    return {"validation": text.split("## Validation")[1].split("##")[0] if "## Validation" in text else None,
+            "loss plot": "![training and validation loss](loss.png)" in text,
+            "corpus": [line for line in text.splitlines() if line.startswith("- **Corpus**")]}
+
+
+def test_export_in_place_into_a_trainer_folder_keeps_what_its_card_says(trained_mlm, tmp_path):
+    folder = shutil.copytree(trained_mlm[0], tmp_path / "model")
+    before = card_sections(folder)
+    assert before["validation"] and before["loss plot"] and "not recorded" not in before["corpus"][0]
+    assert_user_error(run_module("mlm_tpu.export", "--model", folder), "already holds", "--overwrite")
+    result = run_module("mlm_tpu.export", "--model", folder, "--overwrite")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert card_sections(folder) == before
+
+    exported = tmp_path / "exported"
+    result = run_module("mlm_tpu.export", "--model", folder, "--output-dir", exported)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert card_sections(exported) == before and (exported / "loss.png").is_file()
+    assert read_card(exported).text.startswith(read_card(folder).text.split("# model")[0])  # the same metadata
+    assert "# exported" in read_card(exported).text
+
+
+def test_export_keeps_the_card_of_an_earlier_versions_trainer(trained_mlm, tmp_path):
+    """mlm_tpu 0.3 kept no record and no facts beside its card: the export cannot say what it said, so keeps it."""
+    folder = shutil.copytree(trained_mlm[0], tmp_path / "model", ignore=shutil.ignore_patterns(".*"))
+    card = (folder / "README.md").read_bytes()
+    result = run_module("mlm_tpu.export", "--model", folder, "--overwrite")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (folder / "README.md").read_bytes() == card and "model card, by an earlier mlm_tpu, is kept" in result.stderr

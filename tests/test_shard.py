@@ -13,7 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import REPO_ROOT, assert_user_error, run_module
-from mlm_tpu.shards.storage import crc32c_base64
+from mlm_tpu.output_dir import crc32c_base64
 
 REFERENCE_COUNT_REGEX = r"-\d+-(\d+)\.tfrecord"  # what the reference training script sums
 
@@ -119,7 +119,7 @@ def test_foreign_shards_in_the_output_are_not_mixed_in(wikitext_tokenizer, tmp_p
     (tmp_path / "out" / "train").mkdir(parents=True)
     (tmp_path / "out" / "train" / "other-0-10.tfrecord").write_bytes(b"")
     result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "50")
-    assert_user_error(result, "already holds shards", "--overwrite")
+    assert_user_error(result, "other-0-10.tfrecord", "mlm_tpu did not write", "even with --overwrite")
 
 
 @pytest.mark.slow

@@ -51,6 +51,27 @@ def test_shards_and_manifest_land_in_the_bucket_as_a_local_run_writes_them(emula
     assert "gs://corpus/wikitext/train/manifest.json" in result.stderr
 
 
+def test_overwrite_replaces_the_split_it_wrote_and_never_an_object_it_did_not(emulator, wikitext_tokenizer):
+    bucket = emulator.client().create_bucket("mixed")
+    flags = ["--builtin-corpus", "pydoc-topics", "--limit", "200", "--shard-size", "50"]
+    assert shard_to(emulator.endpoint, wikitext_tokenizer[0], "gs://mixed/data", *flags).returncode == 0
+    bucket.blob("data/train/NOTES.md").upload_from_string(b"where these came from")
+    again = shard_to(emulator.endpoint, wikitext_tokenizer[0], "gs://mixed/data", *flags, "--max-length", "32",
+                     "--overwrite")
+    assert again.returncode == 0, again.stderr
+    manifest = json.loads(bucket.blob("data/train/manifest.json").download_as_bytes())
+    names = sorted(blob.name for blob in bucket.list_blobs(prefix="data/train/"))
+    assert manifest["settings"]["max_length"] == 32
+    assert names == sorted(f"data/train/{name}" for name in
+                           ["NOTES.md", "manifest.json", *(entry["name"] for entry in manifest["shards"])])
+
+    bucket.blob("data/train/stranger-00000-5.tfrecord").upload_from_string(b"not ours")
+    before = {blob.name: blob.crc32c for blob in bucket.list_blobs(prefix="data/train/")}
+    refused = shard_to(emulator.endpoint, wikitext_tokenizer[0], "gs://mixed/data", *flags, "--overwrite")
+    assert_user_error(refused, "stranger-00000-5.tfrecord", "did not write", "even with --overwrite")
+    assert {blob.name: blob.crc32c for blob in bucket.list_blobs(prefix="data/train/")} == before
+
+
 def test_a_bucket_that_does_not_exist_is_named(emulator, wikitext_tokenizer):
     result = shard_to(emulator.endpoint, wikitext_tokenizer[0], "gs://no-such-bucket/x", "--builtin-corpus",
                       "pydoc-topics", "--limit", "50")

@@ -12,7 +12,8 @@ from tokenizers.models import Unigram
 from transformers import T5TokenizerFast
 
 from mlm_tpu.t5.span_corruption import SpanCorrupter
-from mlm_tpu.t5.span_lengths import lengths_at, noise_counts, span_lengths
+from mlm_tpu.shards.span_lengths import (TooFewSentinels, lengths_at, longest_inputs_within, noise_counts,
+                                         span_lengths)
 
 EOS, PAD, FIRST_SENTINEL = 1, 0, 999  # sentinels 999, 998, ... ; raw tokens are drawn from 3..799
 
@@ -197,8 +198,19 @@ def test_for_tokenizer_uses_its_eos_pad_and_sentinels():
 
 @pytest.mark.parametrize("sentinels, have", [(list(reversed(range(5))), 5), (list(range(10)), 1), ([], 0)])
 def test_a_tokenizer_with_too_few_sentinels_is_refused(sentinels, have):
-    with pytest.raises(ValueError, match=rf"needs 7 sentinel tokens <extra_id_0>..<extra_id_6>.*has {have} such"):
+    with pytest.raises(TooFewSentinels, match=r"141-token rows makes 7 noise spans.*the tokenizer has "
+                                              + (f"{have} \\(<extra_id_0>" if have else "none")) as refused:
         SpanCorrupter.for_tokenizer(t5_tokenizer(sentinels), span_lengths(128))
+    assert (refused.value.have, refused.value.lengths.noise_spans) == (have, 7)
+
+
+def test_the_longest_inputs_within_a_tokenizers_sentinels():
+    assert span_lengths(512).noise_spans == 28  # T5's 512-token inputs take 28 of its 100 sentinels
+    for sentinels, density, mean in ((100, 0.15, 3.0), (28, 0.15, 3.0), (100, 0.3, 1.5), (1, 0.15, 3.0)):
+        longest = longest_inputs_within(sentinels, density, mean)
+        assert span_lengths(longest, density, mean).noise_spans <= sentinels
+        assert span_lengths(longest + 1, density, mean).noise_spans > sentinels
+    assert longest_inputs_within(100) == 1809 and longest_inputs_within(100, 0.3, 1.5) == 452
 
 
 def test_bad_arguments_are_refused_with_their_values():

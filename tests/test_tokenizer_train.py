@@ -8,7 +8,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from conftest import assert_user_error, run_module
 from fake_hub import FakeHub
 
-SPECIAL_TOKEN_IDS = {"[CLS]": 0, "[SEP]": 1, "<unk>": 2, "<pad>": 3, "[MASK]": 4}
+SPECIAL_TOKEN_IDS = {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # RoBERTa's layout: pad at 1
 
 
 def train(output_dir, *flags: str, **kwargs):
@@ -17,24 +17,24 @@ def train(output_dir, *flags: str, **kwargs):
 
 def test_saves_a_fast_tokenizer_that_autotokenizer_loads_with_every_role_set(wikitext_tokenizer):
     output_dir, _ = wikitext_tokenizer
-    assert sorted(os.listdir(output_dir)) == ["README.md", "special_tokens_map.json", "tokenizer.json",
+    assert sorted(os.listdir(output_dir)) == [".mlm_tpu.json", "README.md", "special_tokens_map.json", "tokenizer.json",
                                               "tokenizer_config.json", "tokenizer_training.json"]
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert isinstance(tokenizer, PreTrainedTokenizerFast) and tokenizer.is_fast
     roles = (tokenizer.cls_token, tokenizer.sep_token, tokenizer.unk_token, tokenizer.pad_token, tokenizer.mask_token)
     assert roles == ("[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]")
     assert {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKEN_IDS} == SPECIAL_TOKEN_IDS
-    assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (3, 4)
+    assert (tokenizer.pad_token_id, tokenizer.mask_token_id) == (1, 4)
     assert len(tokenizer) == 2000 and tokenizer.model_max_length == 512
 
 
 def test_sequences_are_framed_by_cls_and_sep(wikitext_tokenizer):
     tokenizer = AutoTokenizer.from_pretrained(wikitext_tokenizer[0])
     single = tokenizer("The game was released in Japan .")
-    assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 1
+    assert single["input_ids"][0] == 0 and single["input_ids"][-1] == 2
     assert sorted(single) == ["attention_mask", "input_ids"]  # no token types: RoBERTa has none
     pair = tokenizer("first part", "second part")["input_ids"]
-    assert pair[0] == 0 and pair.count(1) == 2 and pair[-1] == 1
+    assert pair[0] == 0 and pair.count(2) == 2 and pair[-1] == 2
     first = tokenizer("first part", add_special_tokens=False)["input_ids"]
     assert pair[1:len(first) + 1] == first
 
@@ -80,16 +80,18 @@ def test_encode_command_shows_tokens_ids_and_decoded_text(wikitext_tokenizer):
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["decoded"] for row in rows] == ["The song was a hit .", "It sold well ."]
-    assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 1 for row in rows)
+    assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 2 for row in rows)
 
 
 def test_overwrite_replaces_the_tokenizer_and_keeps_other_files(tmp_path):
     output_dir = tmp_path / "tok"
     output_dir.mkdir()
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
+    result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "400")  # beside the user's file
+    assert result.returncode == 0, result.stderr
     refused = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500")
-    assert_user_error(refused, str(output_dir), "not empty", "--overwrite")
-    assert os.listdir(output_dir) == ["notes.txt"]
+    assert_user_error(refused, str(output_dir), "already holds", "tokenizer.json", "--overwrite")
+    assert len(AutoTokenizer.from_pretrained(output_dir)) == 400
     result = train(output_dir, "--builtin-corpus", "pydoc-topics", "--vocab-size", "500", "--overwrite")
     assert result.returncode == 0, result.stderr
     assert (output_dir / "notes.txt").read_text() == "mine"
@@ -141,8 +143,9 @@ def test_push_to_hub_uploads_every_saved_file(tmp_path):
     assert result.returncode == 0, result.stderr
     assert [commit["repo_id"] for commit in hub.commits] == ["someone/pydoc-unigram"]
     pushed = hub.repos["someone/pydoc-unigram"]
-    assert sorted(os.listdir(pushed)) == sorted(os.listdir(output_dir))
-    for name in os.listdir(output_dir):
+    saved = [name for name in os.listdir(output_dir) if name != ".mlm_tpu.json"]  # the record of what it wrote stays
+    assert sorted(os.listdir(pushed)) == sorted(saved)
+    for name in saved:
         assert (pushed / name).read_bytes() == (output_dir / name).read_bytes()
     assert f"Pushed to the Hub: {hub.endpoint}/someone/pydoc-unigram/commit/" in result.stderr
     assert "AutoTokenizer.from_pretrained(\"someone/pydoc-unigram\")" in (pushed / "README.md").read_text()

@@ -42,6 +42,8 @@ def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     assert model.config.vocab_size == len(tokenizer) == 2000
     assert model.config.max_position_embeddings >= MAX_LENGTH + tokenizer.pad_token_id + 1
+    assert model.config.pad_token_id == tokenizer.pad_token_id == 1  # RoBERTa's padding index is the tokenizer's pad
+    assert tokenizer.convert_ids_to_tokens(1) == "<pad>"
     logits = model(tokenizer(["The game was released in Japan ."], return_tensors="tf")).logits
     assert logits.shape[-1] == 2000
     info = json.loads((output_dir / "training_args.json").read_text())

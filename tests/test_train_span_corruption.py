@@ -60,6 +60,11 @@ def test_pretraining_learns_far_below_chance(pretrained_t5, t5_data):
     settings = config["task_specific_params"]["mlm_tpu_text2text"]
     assert settings["task"] == "span-corruption" and settings["max_length"] == 64
     assert (folder / "model" / "model.safetensors").is_file() and (folder / "model" / "README.md").is_file()
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(folder / "model" / "README.md")  # its words come from the span-corruption plug-in
+    assert card.data.pipeline_tag == "text2text-generation" and "span-corruption" in card.data.tags
+    assert "pretrained from scratch by span corruption" in card.text and "predict text2text" in card.text
 
 
 def test_evaluate_scores_the_pretrained_model_as_its_last_validation(pretrained_t5):

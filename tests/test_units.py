@@ -45,13 +45,33 @@ def test_a_masked_lm_config_is_fitted_to_the_tokenizer_and_the_length():
     config = config_for("tiny", tokenizer, 32)
     assert (config.vocab_size, config.bos_token_id, config.eos_token_id) == (
         len(tokenizer), tokenizer.cls_token_id, tokenizer.sep_token_id)
-    # TensorFlow's RoBERTa numbers positions from a padding index of 1 whatever the tokenizer pads with (3 here);
-    # PyTorch's from pad_token_id: 1 makes them agree
+    # TensorFlow's RoBERTa numbers positions from a padding index of 1 whatever the tokenizer pads with (3 in this
+    # tokenizer of mlm_tpu 0.2); PyTorch's from pad_token_id: 1 makes them agree
     assert tokenizer.pad_token_id == 3 and config.pad_token_id == 1
     assert config.max_position_embeddings == 512  # the preset's default table already covers 32 + pad + 1
     assert config_for("tiny", tokenizer, 1024).max_position_embeddings == 1024 + 1 + 1
     with pytest.raises(UserError, match="is a T5 configuration"):
         config_for(str(FIXTURES / "t5-classifier" / "config.json"), tokenizer, 32)
+
+
+def test_the_masked_lm_template_has_robertas_layout_so_the_config_pads_with_the_tokenizers_pad(capsys):
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.mlm.presets import config_for
+    from mlm_tpu.tokenizer.unigram import as_transformers_tokenizer, train_unigram
+
+    corpus = [["the cat sat on the mat", "a dog ran in the park", "the sun is up"] * 20]
+    tokenizer = as_transformers_tokenizer(train_unigram(corpus, 60, show_progress=False), 512)
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in ("[CLS]", "<pad>", "[SEP]", "<unk>", "[MASK]")}
+    assert ids == {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # <s> <pad> </s> <unk>, as RoBERTa
+    assert (tokenizer.cls_token_id, tokenizer.pad_token_id, tokenizer.sep_token_id, tokenizer.unk_token_id,
+            tokenizer.mask_token_id) == (0, 1, 2, 3, 4)
+    assert tokenizer("the cat")["input_ids"][::len(tokenizer("the cat")["input_ids"]) - 1] == [0, 2]
+    config = config_for("tiny", tokenizer, 32)
+    assert (config.pad_token_id, config.bos_token_id, config.eos_token_id) == (1, 0, 2)
+    assert "warning" not in capsys.readouterr().err
+    old = config_for("tiny", AutoTokenizer.from_pretrained(FIXTURES / "tokenizer"), 32)  # mlm_tpu 0.2: pad 3
+    assert old.pad_token_id == 1 and "pads with id 3" in capsys.readouterr().err
 
 
 def test_a_config_file_of_any_name_is_read(tmp_path):

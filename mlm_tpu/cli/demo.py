@@ -4,14 +4,15 @@ Train a Unigram tokenizer on the standard library's help pages, show how it enco
 sentences, cut the train and validation splits into TFRecord shards, train a tiny RoBERTa on the
 CPU for about 2.5 minutes (configs/demo.yaml), evaluate it, fill masks with it, and plot its loss.
 Each step calls the same code as the command it names, with the same flags, in this one process.
+The output folder is the demo's own: one holding anything the demo did not make is refused before
+any work, and a demo run over its earlier output replaces only what that run made.
 """
 
 import argparse
 import os
-import shutil
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from mlm_tpu.cli.evaluate import main as evaluate_command
 from mlm_tpu.cli.flags import add_flag
@@ -20,6 +21,11 @@ from mlm_tpu.cli.predict import main as predict_command
 from mlm_tpu.cli.shard import main as shard_command
 from mlm_tpu.cli.tokenizer import main as tokenizer_command
 from mlm_tpu.cli.train import main as train_command
+from mlm_tpu.errors import UserError
+from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import RECORD, Record
+from mlm_tpu.shards.storage import LocalStorage
+from mlm_tpu.shards.writer import files_not_written
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 SAMPLE_SENTENCES = [
@@ -32,6 +38,66 @@ MASKED_SENTENCES = [
     "Exceptions are raised when an <mask> is detected.",
     "A [MASK] is a sequence of items.",
 ]
+CORPUS = "pydoc-topics"
+PARTS = ("tokenizer", "shards", "model")  # what the demo makes in its --output-dir
+SPLITS = ("train", "validation")
+
+
+def not_made_by_the_demo(output_dir: str) -> List[str]:
+    """What `output_dir` holds that the demo did not make there (paths under it; hidden bookkeeping aside)."""
+    entries = _visible(output_dir) if os.path.isdir(output_dir) else []
+    made = Record(output_dir).folders if os.path.isfile(os.path.join(output_dir, RECORD)) else \
+        PARTS if _made_by_an_earlier_demo(output_dir, entries) else ()
+    found = []
+    for name in entries:
+        path = os.path.join(output_dir, name)
+        if name not in made or not os.path.isdir(path):
+            found.append(name)
+        elif name == "shards":
+            found += [os.path.join(name, split) for split in _visible(path) if split not in SPLITS]
+            found += [os.path.join(name, split, file) for split in _visible(path) if split in SPLITS
+                      for file in files_not_written(LocalStorage(os.path.join(path, split)), "dataset")]
+        else:
+            found += [os.path.join(name, file) for file in Record(path).unrecognised()]
+    return found
+
+
+def _visible(folder: str) -> List[str]:
+    return sorted(name for name in os.listdir(folder) if not name.startswith("."))
+
+
+def _made_by_an_earlier_demo(output_dir: str, entries: List[str]) -> bool:
+    """Demos before records: their tokenizer was trained on the built-in corpus, and their model with it."""
+    tokenizer = os.path.join(output_dir, "tokenizer")
+    records = [os.path.join(tokenizer, "tokenizer_training.json"),
+               os.path.join(output_dir, "model", "training_args.json")]
+    if not set(entries) <= set(PARTS) or not os.path.isfile(records[0]):
+        return False
+    info, run = [read_json(path, "the demo's record", "or choose another --output-dir") if os.path.isfile(path) else {}
+                 for path in records]
+    corpus = info.get("corpus") if isinstance(info, dict) else None
+    trained_with = run.get("tokenizer", tokenizer) if isinstance(run, dict) else None
+    return isinstance(corpus, dict) and corpus.get("builtin_corpus") == CORPUS and isinstance(trained_with, str) and \
+        os.path.realpath(trained_with) == os.path.realpath(tokenizer)
+
+
+def claim_output_dir(output_dir: str) -> None:
+    """Before any work: refuse a folder holding anything the demo did not make; record the folder as the demo's, and
+    clear its earlier model (a fresh run, not one resumed with two runs' logs mixed)."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise UserError(f"--output-dir {output_dir} is a file, not a folder; choose another --output-dir")
+    found = not_made_by_the_demo(output_dir)
+    if found:
+        listed = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise UserError(f"--output-dir {output_dir} holds {listed}, which the demo did not make; it writes only in a "
+                        "folder of its own (a new one, or its earlier output): choose another --output-dir (the "
+                        "default is runs/demo), or move them elsewhere")
+    os.makedirs(output_dir, exist_ok=True)
+    record = Record(output_dir)
+    record.folders = list(PARTS)
+    record.save()
+    if os.path.isdir(os.path.join(output_dir, "model")):
+        Record(os.path.join(output_dir, "model")).remove_written()
 
 
 def step(number: int, text: str) -> None:
@@ -40,7 +106,9 @@ def step(number: int, text: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.demo") -> None:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flag(parser, "--output-dir", default="runs/demo", help="Where the demo writes everything (default: runs/demo).")
+    add_flag(parser, "--output-dir", default="runs/demo",
+             help="Where the demo writes everything (default: runs/demo): a new folder, or the demo's earlier output, "
+                  "which it replaces. A folder holding anything else is refused before any work.")
     add_flag(parser, "--vocab-size", type=int, default=2048, help="Tokenizer vocabulary (default: 2048).")
     add_flag(parser, "--max-length", type=int, default=64, help="Tokens per training example (default: 64).")
     add_flag(parser, "--num-epochs", type=int, default=None,
@@ -48,11 +116,12 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.de
                   "2.5 minutes on 2 cores).")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    claim_output_dir(args.output_dir)
     tokenizer_dir = os.path.join(args.output_dir, "tokenizer")
     shards_dir = os.path.join(args.output_dir, "shards")
 
-    step(1, f"train a Unigram tokenizer on the built-in corpus 'pydoc-topics' -> {tokenizer_dir}")
-    tokenizer_command(["train", "--builtin-corpus", "pydoc-topics", "--vocab-size", str(args.vocab_size),
+    step(1, f"train a Unigram tokenizer on the built-in corpus '{CORPUS}' -> {tokenizer_dir}")
+    tokenizer_command(["train", "--builtin-corpus", CORPUS, "--vocab-size", str(args.vocab_size),
                        "--output-dir", tokenizer_dir, "--overwrite"])
 
     step(2, "encode a few sentences with it (pieces, ids, and the text decoded back)")
@@ -61,13 +130,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.de
     for number, split in ((3, "train"), (4, "validation")):
         step(number, f"cut the {split} split into {args.max_length}-token examples in TFRecord shards "
                      f"-> {shards_dir}/{split}/")
-        shard_command(["--tokenizer", tokenizer_dir, "--builtin-corpus", "pydoc-topics", "--split", split,
+        shard_command(["--tokenizer", tokenizer_dir, "--builtin-corpus", CORPUS, "--split", split,
                        "--max-length", str(args.max_length), "--shard-size", "512", "--output-dir", shards_dir,
                        "--overwrite"])
 
     model_dir = os.path.join(args.output_dir, "model")
-    if os.path.isdir(model_dir):
-        shutil.rmtree(model_dir)  # a fresh run, not a resumed one with two runs' logs mixed
     step(5, f"train a tiny RoBERTa on the CPU with the settings of configs/{DEMO_CONFIG.name} (a few minutes) "
             f"-> {model_dir}")
     epochs = ["--num-epochs", str(args.num_epochs)] if args.num_epochs else []
@@ -83,6 +150,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.de
     predict_command(["--model", model_dir, "--top-k", "3", *MASKED_SENTENCES])
 
     step(8, "plot training and validation loss against steps, from the TensorBoard logs")
-    loss_plot_command([model_dir])
+    loss_plot_command([model_dir, "--overwrite"])  # over the one the trainer drew, to show the command
 
     print(f"Demo finished in {time.perf_counter() - started:.0f} s. Everything is under {args.output_dir}/")

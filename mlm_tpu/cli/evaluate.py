@@ -44,9 +44,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ev
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
+    from mlm_tpu.tasks import plug_in_of_saved_model
     from mlm_tpu.training.evaluation import evaluate_model
 
-    result = evaluate_model(config)
+    result = evaluate_model(config, plug_in_of_saved_model(config.model))
     if args.json:
         print(json.dumps({"model": config.model, "eval_dataset": config.eval_dataset, "task": result.task,
                           "seed": config.seed, "per_replica_batch_size": config.per_replica_batch_size,

@@ -18,12 +18,18 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ex
               help="A TensorFlow save_pretrained folder: `python train.py`'s --output-dir, or one holding tf_model.h5, "
                    "config.json and the tokenizer files (as the 🤗 TPU example saves them).")
     FLAGS.add(parser, "--output-dir",
-              help="Where the exported folder goes: a new or empty folder, or an earlier export of the same model "
-                   "(default: --model itself, the files added beside the TensorFlow ones).")
+              help="Where the exported folder goes (default: --model itself, the files added beside the TensorFlow "
+                   "ones). Other files there are left alone; files of the names it writes are refused, unless "
+                   "--overwrite; a folder holding another model is refused.")
+    FLAGS.add(parser, "--overwrite", action="store_true",
+              help="Replace what an earlier mlm_tpu command wrote there (an earlier export, the trainer's weights and "
+                   "card). A file mlm_tpu did not write (or that was changed since) is never replaced, even so.")
     FLAGS.add(parser, "--hub-model-id", help="Then push the exported folder to this 🤗 Hub repo (e.g. me/my-model).")
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    export.export_model(config)
+    from mlm_tpu.tasks import plug_in_of_saved_model
+
+    export.export_model(config, plug_in_of_saved_model(config.model))

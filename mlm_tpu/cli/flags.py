@@ -16,8 +16,11 @@ PREFIX = "config."  # argparse dests of config flags: "config." + the field's do
 
 
 def add_flag(parser, name: str, *more_names: str, **kwargs) -> argparse.Action:
-    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag`."""
+    """Add `--some-flag`, also accepting the 🤗 example scripts' spelling `--some_flag`; a required flag's help says
+    so."""
     names = [name, *more_names]
+    if kwargs.get("required") and kwargs.get("help") and "required" not in kwargs["help"].lower():
+        kwargs["help"] += " (required)"
     underscored = ["--" + n[2:].replace("-", "_") for n in names if n.startswith("--") and "-" in n[2:]]
     kwargs.setdefault("dest", name.lstrip("-").replace("-", "_"))
     return parser.add_argument(*names, *[u for u in underscored if u not in names], **kwargs)
@@ -43,11 +46,15 @@ class ConfigFlags:
         self.config_class = config_class
 
     def add(self, group, name: str, *more_names: str, field: Optional[str] = None, **kwargs) -> argparse.Action:
-        """Add a flag for `field` (default: the flag's name with underscores); its help ends with the default."""
+        """Add a flag for `field` (default: the flag's name with underscores); its help ends with the default, or
+        with "(required)" when the field has none."""
         path = field or name[2:].replace("-", "_")
         default = _default_of(self.config_class, path)  # also checks that the field exists
         help_text = kwargs.get("help", "")
-        if help_text and "default" not in help_text.lower() and default not in (None, False, (), ""):
+        if default is dataclasses.MISSING:
+            if help_text and "required" not in help_text.lower():
+                kwargs["help"] = f"{help_text} (required)"
+        elif help_text and "default" not in help_text.lower() and default not in (None, False, (), ""):
             kwargs["help"] = f"{help_text} (default: {default})"
         if kwargs.get("action") in (None, "append") and "choices" not in kwargs:
             kwargs.setdefault("metavar", path.split(".")[-1].upper())

@@ -6,8 +6,8 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.shards import inspection
-from mlm_tpu.shards.inspection import InspectionConfig, examples_as_fed
+from mlm_tpu.training import inspection
+from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
 
 FLAGS = ConfigFlags(InspectionConfig)
 
@@ -27,7 +27,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.in
     args = parser.parse_args(argv)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    for number, example in enumerate(examples_as_fed(FLAGS.build(args)), start=1):
+    from mlm_tpu.tasks import plug_in_of_split
+
+    for number, example in enumerate(examples_as_fed(FLAGS.build(args), plug_in_of_split), start=1):
         if args.json:
             print(json.dumps(example, ensure_ascii=False))
             continue

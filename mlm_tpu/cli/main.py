@@ -6,11 +6,13 @@ The same commands keep their 🤗-example-style spellings: `python -m mlm_tpu.to
 either way.
 """
 
+import difflib
 import importlib
 import sys
 from typing import Optional, Sequence
 
 from mlm_tpu.cli import run_command
+from mlm_tpu.errors import UserError
 
 COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
     "tokenizer": ("tokenizer", "train a Unigram tokenizer, or see how one encodes text"),
@@ -37,15 +39,26 @@ def run_as_main(module_name: str, command: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] in ("-h", "--help") or arguments[0] not in COMMANDS:
+    asked_for_help = arguments[:1] in (["-h"], ["--help"])
+    if asked_for_help or not arguments or arguments[0] not in COMMANDS:
         listing = "\n".join(f"  {name:<10} {words}" for name, (_, words) in COMMANDS.items())
         print(f"usage: mlm-tpu COMMAND [flags]   (mlm-tpu COMMAND --help for its flags)\n\ncommands:\n{listing}",
-              file=sys.stdout if arguments[:1] in (["-h"], ["--help"]) else sys.stderr)
-        if arguments[:1] not in (["-h"], ["--help"]):
-            sys.exit(2)
+              file=sys.stdout if asked_for_help else sys.stderr)
+        if not asked_for_help:
+            raise UserError(_what_is_wrong(arguments))
         return
     command = arguments.pop(0)
     command_main(command)(arguments, prog=f"mlm-tpu {command}")
+
+
+def _what_is_wrong(arguments: Sequence[str]) -> str:
+    if not arguments:
+        return "no command given; name one of the commands above, e.g. `mlm-tpu train --help`"
+    if arguments[0].startswith("-"):
+        return f"'{arguments[0]}' is a flag, and flags go after the command: mlm-tpu COMMAND {arguments[0]}"
+    close = difflib.get_close_matches(arguments[0], COMMANDS, n=1)
+    guess = f"; did you mean '{close[0]}'?" if close else f"; it is one of {', '.join(COMMANDS)}"
+    return f"unknown command '{arguments[0]}'{guess}"
 
 
 def console_main() -> None:

@@ -43,7 +43,8 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
                    "TPUs. Longer text2text inputs keep their first and last halves.")
     FLAGS.add(group, "--shard-size", type=int, help="Examples per shard (default: 1000).")
     FLAGS.add(group, "--output-dir", required=True,
-              help="Local folder or gs://BUCKET/PATH; shards go to <output-dir>/<split>/.")
+              help="Local folder or gs://BUCKET/PATH; shards go to <output-dir>/<split>/ (other files there are left "
+                   "alone).")
     FLAGS.add(group, "--prefix",
               help="Shard file name prefix: letters, digits, '.', '_', '-' (default: dataset). Not the task prefix "
                    "of T5 inputs: that is --source-prefix.")
@@ -51,7 +52,9 @@ def build_parser(prog: str = "python -m mlm_tpu.shard") -> argparse.ArgumentPars
     FLAGS.add(group, "--batch-size", type=int,
               help="Documents tokenized at a time (default: 1000); memory grows with it, not with the corpus.")
     FLAGS.add(group, "--overwrite", action="store_true",
-              help="Replace the shards and manifest already in <output-dir>/<split>/ instead of refusing.")
+              help="Replace the split an earlier mlm_tpu job wrote in <output-dir>/<split>/ (the shards its manifest "
+                   "lists, and the manifest) instead of refusing. Files mlm_tpu did not write are never replaced, "
+                   "even so. An interrupted job needs no --overwrite: the same command finishes it.")
     FLAGS.add(group, "--storage-retry-seconds", type=float,
               help="How long gs:// calls retry transient errors before giving up (default: 120).")
     add_verbose_flag(parser)

@@ -17,17 +17,20 @@ def add_train_flags(parser: argparse.ArgumentParser) -> None:
     add_corpus_flags(TRAIN_FLAGS, parser)
     group = parser.add_argument_group("tokenizer")
     TRAIN_FLAGS.add(group, "--template", choices=sorted(TEMPLATES),
-                    help="Special tokens and framing: 'mlm' (RoBERTa: [CLS]=0 [SEP]=1 <unk>=2 <pad>=3 [MASK]=4, "
-                         "[CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
+                    help="Special tokens and framing: 'mlm' (RoBERTa's layout: [CLS]=0 <pad>=1 [SEP]=2 <unk>=3 "
+                         "[MASK]=4, [CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
                          "<extra_id_0>..<extra_id_99> at the end of the vocabulary; loads as T5TokenizerFast).")
     TRAIN_FLAGS.add(group, "--vocab-size", type=int,
                     help=f"Vocabulary size to aim for, special tokens included (default: {DEFAULT_VOCAB_SIZE}). "
                          "A small corpus may yield fewer pieces; the summary says how many.")
     TRAIN_FLAGS.add(group, "--batch-size", type=int, help="Documents handed to the trainer at a time.")
     TRAIN_FLAGS.add(group, "--model-max-length", type=int, help="Longest sequence models using this tokenizer accept.")
-    TRAIN_FLAGS.add(group, "--output-dir", required=True, help="Folder to save the tokenizer in (created if missing).")
+    TRAIN_FLAGS.add(group, "--output-dir", required=True,
+                    help="Folder to save the tokenizer in (created if missing; other files in it are left alone). "
+                         "A tokenizer already there is refused, unless --overwrite.")
     TRAIN_FLAGS.add(group, "--overwrite", "--overwrite-output-dir", action="store_true",
-                    help="Allow --output-dir to hold files already; the tokenizer's files replace theirs.")
+                    help="Replace the tokenizer files an earlier mlm_tpu command wrote in --output-dir. A file "
+                         "mlm_tpu did not write (or that was changed since) is never replaced, even so.")
     hub = parser.add_argument_group("hub")
     TRAIN_FLAGS.add(hub, "--push-to-hub", action="store_true",
                     help="After saving locally, upload the folder to the 🤗 Hub (login with "

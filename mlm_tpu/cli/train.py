@@ -154,4 +154,4 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     from mlm_tpu.tasks import training_task
     from mlm_tpu.training.trainer import train
 
-    train(config, task=training_task(config))
+    train(config, training_task(config))

@@ -5,7 +5,7 @@ model trained, the validation figures, the loss plot, and how to load it in PyTo
 import os
 from typing import List
 
-LOSS_PLOT = "loss.png"  # what the trainer draws (mlm_tpu/training/loss_plot.py)
+from mlm_tpu.model_folder.card import LOSS_PLOT
 METHOD_NAMES = {"lora": "LoRA", "ia3": "(IA)³", "prompt": "prompt tuning", "prefix": "prefix tuning",
                 "adapter": "bottleneck adapters"}
 
@@ -56,7 +56,8 @@ def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: 
 
 
 def write_adapter_card(folder: str, method, facts, base_model: str, name: str, has_loss_plot: bool) -> None:
-    partial = os.path.join(folder, ".README.md.partial")
-    with open(partial, "w", encoding="utf-8") as stream:
-        stream.write(adapter_card_text(method, facts, base_model, name, has_loss_plot))
-    os.replace(partial, os.path.join(folder, "README.md"))
+    """README.md, atomically and recorded in the folder's record (mlm_tpu/output_dir.py)."""
+    from mlm_tpu.output_dir import write_file
+
+    write_file(os.path.join(folder, "README.md"),
+               adapter_card_text(method, facts, base_model, name, has_loss_plot).encode())

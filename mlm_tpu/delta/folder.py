@@ -9,7 +9,7 @@ from typing import Dict, Optional
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json, write_json
-from mlm_tpu.output_dir import staged_output_dir
+from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
 
 DELTA_RECORD = "mlm_tpu_delta.json"
 
@@ -20,7 +20,7 @@ def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, 
 
     from mlm_tpu.delta.card import LOSS_PLOT, write_adapter_card
 
-    with staged_output_dir(folder) as staging:
+    with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
         save_file(method.state_dict(model), os.path.join(staging, method.weights_file), metadata={"format": "pt"})
         write_json(os.path.join(staging, method.config_file), method.adapter_config(model, base_model))
         write_json(os.path.join(staging, DELTA_RECORD), {

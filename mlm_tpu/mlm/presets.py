@@ -4,6 +4,7 @@ from typing import Optional
 
 from transformers import RobertaConfig
 
+from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import load_config
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch
@@ -33,7 +34,11 @@ def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optiona
     config.pad_token_id = tokenizer.pad_token_id
     config.bos_token_id = tokenizer.cls_token_id
     config.eos_token_id = tokenizer.sep_token_id
-    align_positions_with_pytorch(config)  # TF RoBERTa's positions are those of pad id 1, whatever the tokenizer's
+    if align_positions_with_pytorch(config):  # TF RoBERTa's positions are those of pad id 1, whatever the tokenizer's
+        warn(f"the tokenizer pads with id {tokenizer.pad_token_id}, but {config.model_type} takes id 1 "
+             f"({tokenizer.convert_ids_to_tokens(1)} here) for padding: TensorFlow gives it no position and PyTorch "
+             "no gradient when fine-tuning. Tokenizers made by `python -m mlm_tpu.tokenizer train` since mlm_tpu 0.3 "
+             "pad with id 1")
     # RoBERTa numbers positions from pad_token_id + 1, so the table needs that many extra rows.
     config.max_position_embeddings = max(getattr(config, "max_position_embeddings", 0) or 0,
                                          max_length + config.pad_token_id + 1)

@@ -11,6 +11,7 @@ from transformers import TFAutoModelForMaskedLM
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import MlmMasker
+from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for, longest_input
 from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
@@ -25,7 +26,6 @@ class MaskedLmTask(Task):
     shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    pipeline_tag = "fill-mask"
     unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
 
     def __init__(self, name: str):
@@ -53,6 +53,10 @@ class MaskedLmTask(Task):
                             f"({longest_input(model.config)} tokens); evaluate on shards made with a smaller "
                             "--max-length")
 
+    def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
+        self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
+        _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
+
     def build_model(self, config, tokenizer, train: ShardSet):
         return TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
                                                              train.length, config.config_overrides))
@@ -60,6 +64,11 @@ class MaskedLmTask(Task):
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
         probability = self.mlm_probability
         return lambda seed: MlmMasker(tokenizer, probability, seed)
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        # the tokenizer's own mask token (the 🤗 TPU example's card wrote <mask> for a [MASK] tokenizer)
+        return CardWords("fill-mask", "a masked language model pretrained from scratch",
+                         f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict")
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:

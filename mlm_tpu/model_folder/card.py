@@ -5,31 +5,55 @@ the tokenizer's own mask token), then what the model is and how it was made (cor
 shape, steps, tokens seen, hardware), the validation figures of the saved epoch, the loss plot when
 there is one, and how to load it in transformers 5 with PyTorch and in transformers 4 with
 TensorFlow. The trainer fills `CardFacts` from the run; the export command from a folder's files.
+What a task says of its models (pipeline, summary, widget input, labels) comes from its plug-in
+(`CardWords`), so the card knows no task.
 """
 
 import os
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from dataclasses import asdict, dataclass, field, fields
+from typing import Dict, List, Optional, Protocol, Tuple
+
+from mlm_tpu.corpus import datasets_of, describe_corpus
+from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.output_dir import write_file
 
 LOSS_PLOT = "loss.png"
-PIPELINE_TAGS = {"mlm": "fill-mask", "classification": "text2text-generation", "generation": "text2text-generation"}
-WHAT = {"mlm": "a masked language model pretrained from scratch", "classification": "a text-to-text classifier",
-        "generation": "a text-to-text generator"}
+FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an export can write it again (not pushed)
 SCORE_NAMES = {"loss": "loss", "perplexity": "perplexity", "masked_accuracy": "masked accuracy",
                "token_accuracy": "token accuracy", "accuracy": "accuracy", "macro_f1": "macro F1",
                "exact_match": "exact match", "f1": "token F1", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2",
                "rougeL": "ROUGE-L"}
 
 
+@dataclass(frozen=True)
+class CardWords:
+    """What a task says of the models it trains (its plug-in's `card_words`): the card knows no task itself."""
+
+    pipeline_tag: str  # what the Hub calls what the model does ("fill-mask", "text2text-generation")
+    summary: str  # what the model is ("a masked language model pretrained from scratch")
+    widget_text: str  # the Hub widget's example input, written as the model takes it
+    predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict")
+    labels: Tuple[str, ...] = ()  # a classifier's classes
+
+
+class DescribesItsModels(Protocol):
+    """The task plug-in (mlm_tpu.training.task.Task), as far as the card needs it."""
+
+    name: str
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        ...
+
+
 @dataclass
 class CardFacts:
     """What the card says; None where it is not known (a folder made elsewhere)."""
 
-    task: str  # mlm_tpu.tasks: mlm, classification, generation
+    task: str  # the task's name, one word (mlm, span-corruption, classification, generation)
+    words: CardWords
     model_type: str
     architecture: str  # transformers' class name, without "TF"
     parameters: int
-    widget_text: str
     layers: Optional[int] = None
     hidden_size: Optional[int] = None
     vocab_size: Optional[int] = None
@@ -40,55 +64,23 @@ class CardFacts:
     global_batch_size: Optional[int] = None
     hardware: Optional[str] = None
     validation: Dict[str, float] = field(default_factory=dict)  # the saved epoch's scores
-    labels: List[str] = field(default_factory=list)
 
     @classmethod
-    def of_model(cls, task: str, model, tokenizer, **run) -> "CardFacts":
-        """What the model itself says (type, class, size, shape, vocabulary, a widget input), and `run`'s facts."""
+    def of_model(cls, task: DescribesItsModels, model, tokenizer, **run) -> "CardFacts":
+        """What the task's plug-in says of the model, what the model itself says (type, class, size, shape,
+        vocabulary), and `run`'s facts."""
         config = model.config
-        labels = (_task_settings(config) or {}).get("labels") or []
-        return cls(task=task, model_type=config.model_type, architecture=type(model).__name__.removeprefix("TF"),
-                   parameters=model.count_params(), widget_text=widget_text(task, tokenizer, config),
+        return cls(task=task.name, words=task.card_words(model, tokenizer), model_type=config.model_type,
+                   architecture=type(model).__name__.removeprefix("TF"), parameters=model.count_params(),
                    layers=getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None),
                    hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
-                   vocab_size=config.vocab_size, labels=list(labels), **run)
+                   vocab_size=config.vocab_size, **run)
 
     @property
     def tokens_seen(self) -> Optional[int]:
         if self.steps and self.global_batch_size and self.max_length:
             return self.steps * self.global_batch_size * self.max_length
         return None
-
-
-def _task_settings(config) -> Optional[dict]:
-    from mlm_tpu.t5.task_settings import task_settings
-
-    return task_settings(config)
-
-
-def widget_text(task: str, tokenizer, config) -> str:
-    """The Hub widget's example input: a sentence with the tokenizer's own mask token (the 🤗 TPU example's card
-    wrote <mask> for a [MASK] tokenizer), or a T5 input behind the prefix it was trained with."""
-    if task == "mlm":
-        return f"Paris is the {tokenizer.mask_token or '[MASK]'} of France."
-    prefix = (_task_settings(config) or {}).get("source_prefix") or ""
-    return f"{prefix} Write your input here.".strip()
-
-
-def datasets_of(corpus: Optional[dict]) -> List[str]:
-    """The Hub datasets a corpus came from (local files and the built-in corpus are none)."""
-    return [corpus["dataset"]] if corpus and corpus.get("dataset") and not os.path.exists(corpus["dataset"]) else []
-
-
-def describe_corpus(corpus: Optional[dict]) -> str:
-    if not corpus:
-        return "not recorded"
-    if corpus.get("builtin_corpus"):
-        return f"mlm_tpu's built-in corpus '{corpus['builtin_corpus']}' (the Python standard library's help pages)"
-    if corpus.get("text_files"):
-        return f"local files ({', '.join(corpus['text_files'][:3])}{', ...' if len(corpus['text_files']) > 3 else ''})"
-    config = f" ({corpus['dataset_config']})" if corpus.get("dataset_config") else ""
-    return f"the 🤗 dataset {corpus['dataset']}{config}, split {corpus.get('split', 'train')}"
 
 
 def _how_it_was_made(facts: CardFacts) -> List[str]:
@@ -104,26 +96,25 @@ def _how_it_was_made(facts: CardFacts) -> List[str]:
         lines.append(f"- **Tokens seen**: {facts.tokens_seen:,}")
     if facts.hardware:
         lines.append(f"- **Hardware**: {facts.hardware}")
-    if facts.labels:
-        lines.append(f"- **Labels**: {', '.join(facts.labels)}")
+    if facts.words.labels:
+        lines.append(f"- **Labels**: {', '.join(facts.words.labels)}")
     return lines
 
 
 def _usage(facts: CardFacts, name: str) -> List[str]:
-    pipeline_tag = PIPELINE_TAGS.get(facts.task, "fill-mask")
+    words = facts.words
     return [
         "## Use it", "",
         "With transformers 5 and PyTorch (`model.safetensors`):", "",
         "```python", "from transformers import pipeline", "",
-        f'pipe = pipeline("{pipeline_tag}", model="{name}")',
-        f'print(pipe({facts.widget_text!r}))', "```", "",
+        f'pipe = pipeline("{words.pipeline_tag}", model="{name}")',
+        f'print(pipe({words.widget_text!r}))', "```", "",
         "With transformers 4 and TensorFlow (`tf_model.h5`; `use_safetensors=False` because transformers 4.55 to "
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
         f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", "",
-        "or with mlm_tpu itself: `python -m mlm_tpu.predict" + (" text2text" if facts.task != "mlm" else "")
-        + f' --model {name} "..."`.',
+        f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.',
     ]
 
 
@@ -135,14 +126,15 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
     """The README.md, metadata and all."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    data = ModelCardData(library_name="transformers", pipeline_tag=PIPELINE_TAGS.get(facts.task, "fill-mask"),
+    words = facts.words
+    data = ModelCardData(library_name="transformers", pipeline_tag=words.pipeline_tag,
                          tags=["mlm_tpu", facts.model_type, facts.task, "tensorflow", "pytorch", "safetensors"],
-                         datasets=datasets_of(facts.corpus) or None, widget=[{"text": facts.widget_text}])
-    body = [f"# {name}", "", f"{WHAT.get(facts.task, 'a model')[0].upper()}{WHAT.get(facts.task, 'a model')[1:]}, "
+                         datasets=datasets_of(facts.corpus) or None, widget=[{"text": words.widget_text}])
+    body = [f"# {name}", "", f"{words.summary[0].upper()}{words.summary[1:]}, "
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]
     if facts.validation:
-        shown = {name: value for name, value in facts.validation.items() if name in SCORE_NAMES}
+        shown = {name: facts.validation[name] for name in SCORE_NAMES if name in facts.validation}  # a fixed order
         body += ["## Validation", "", "| " + " | ".join(SCORE_NAMES[name] for name in shown) + " |",
                  "|" + " --- |" * len(shown),
                  "| " + " | ".join(_score(name, value) for name, value in shown.items()) + " |", ""]
@@ -154,27 +146,25 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
 
 def write_model_card(folder: str, facts: CardFacts, name: Optional[str] = None,
                      has_loss_plot: Optional[bool] = None) -> None:
-    """Write README.md into `folder` (`name`: what the card calls the model, default the folder's name; the loss
-    plot is shown when the folder has one, unless said otherwise)."""
+    """Write README.md, and the facts it says (FACTS_FILE), into `folder` (`name`: what the card calls the model,
+    default the folder's name; the loss plot is shown when the folder has one, unless said otherwise)."""
     name = name or os.path.basename(os.path.abspath(folder))
     if has_loss_plot is None:
         has_loss_plot = os.path.isfile(os.path.join(folder, LOSS_PLOT))
-    text = model_card_text(facts, name, has_loss_plot)
-    partial = os.path.join(folder, ".README.md.partial")
-    with open(partial, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.replace(partial, os.path.join(folder, "README.md"))
+    write_json(os.path.join(folder, FACTS_FILE), asdict(facts))
+    write_file(os.path.join(folder, "README.md"), model_card_text(facts, name, has_loss_plot).encode())
 
 
-def tokenizer_card_text(info: dict, name: str) -> str:
-    """The README.md of a tokenizer folder (`info`: what tokenizer_training.json records)."""
-    from huggingface_hub import ModelCard, ModelCardData
-
-    data = ModelCardData(library_name="transformers", tags=["mlm_tpu", "tokenizer", "unigram", info["template"]],
-                         datasets=datasets_of(info["corpus"]) or None)
-    body = [f"# {name}", "", f"A Unigram tokenizer ({info['template']} template), trained with mlm_tpu on "
-            f"{describe_corpus(info['corpus'])}: {info['documents']:,} documents, {info['characters']:,} characters, "
-            f"a vocabulary of {info['vocab_size']:,}. How it was made is in `tokenizer_training.json`.", "",
-            "## Use it", "", "```python", "from transformers import AutoTokenizer", "",
-            f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```"]
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body) + "\n").content
+def recorded_card_facts(folder: str) -> Optional[CardFacts]:
+    """The facts of the card mlm_tpu wrote in `folder`, if it kept them (versions before records did not)."""
+    path = os.path.join(folder, FACTS_FILE)
+    if not os.path.isfile(path):
+        return None
+    stored = read_json(path, "the facts of the model card", "or delete it")
+    known = {facts_field.name for facts_field in fields(CardFacts)}
+    try:
+        words = stored["words"]
+        return CardFacts(**{key: value for key, value in stored.items() if key in known and key != "words"},
+                         words=CardWords(**{**words, "labels": tuple(words.get("labels", ()))}))
+    except (AttributeError, TypeError, KeyError):  # not a dict, or a field missing: written by something else
+        return None

@@ -3,24 +3,29 @@
 The folder (ours, or one of the 🤗 TPU example's: `tf_model.h5` + `config.json` + tokenizer files)
 is copied with its weights added in PyTorch's layout (`model.safetensors`) and a model card, into
 `--output-dir` or in place, through a staging folder so nothing is left half-written; then pushed
-to the Hub when asked.
+to the Hub when asked. By the rule of output folders (output_dir.py), it replaces only files an
+earlier mlm_tpu command wrote, and only with --overwrite. The card says at least what the folder's
+own card said: the trainer keeps what its card says (card.FACTS_FILE), and an earlier version's
+trainer card, which no export could write again, is kept as it is.
 """
 
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Optional
+from types import SimpleNamespace
+from typing import List, Optional
 
 from mlm_tpu.configuration import check_ranges
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.model_folder.card import CardFacts, write_model_card
+from mlm_tpu.model_folder.card import (FACTS_FILE, LOSS_PLOT, CardFacts, DescribesItsModels, recorded_card_facts,
+                                      write_model_card)
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights
-from mlm_tpu.output_dir import staged_output_dir
+from mlm_tpu.output_dir import CARD_PHRASE, check_output_dir, staged_output_dir
 
 TF_WEIGHTS = ("tf_model.h5", "tf_model.h5.index.json")
-NOT_COPIED = ("backup", "logs")  # a training run's resumable backup and TensorBoard logs stay where they are
+WEIGHTS = ("model*.safetensors", "model.safetensors.index.json")  # what save_pytorch_weights may write
 
 
 @dataclass
@@ -30,6 +35,7 @@ class ExportConfig:
     model: str  # a TensorFlow save_pretrained folder
     output_dir: Optional[str] = None  # where the exported folder goes (None: into `model` itself)
     hub_model_id: Optional[str] = None  # push the exported folder to this Hub repo
+    overwrite: bool = False  # replace what an earlier mlm_tpu command wrote there (never a file it did not write)
 
 
 def pytorch_class_name(config: dict, folder: str) -> str:
@@ -62,12 +68,9 @@ def load_tensorflow_model(folder: str, class_name: str):
     return load_model(folder, model_class)
 
 
-def check_output_dir(source: str, output_dir: str, config: dict) -> None:
-    """The output folder may be new, empty, the model folder itself, or an earlier export of the same model."""
-    if not os.path.exists(output_dir) or os.path.samefile(source, output_dir):
-        return
-    if not os.path.isdir(output_dir):
-        raise UserError(f"--output-dir {output_dir} is a file; choose a folder")
+def check_same_model(output_dir: str, config: dict) -> None:
+    """An --output-dir holding a model already must hold this one (an earlier export of it): files of two models
+    would mix."""
     theirs = os.path.join(output_dir, "config.json")
     if os.path.isfile(theirs) and _identity(read_json(theirs, f"{output_dir}'s config.json",
                                                       "choose another --output-dir")) != _identity(config):
@@ -81,22 +84,63 @@ def _identity(config: dict) -> dict:
             if key not in ("pad_token_id", "transformers_version", "_name_or_path")}
 
 
-def card_facts(folder: str, model, tokenizer) -> CardFacts:
-    """What a folder says of itself: its model, and mlm_tpu's records when it was trained here."""
-    from mlm_tpu.tasks import task_of_saved_model
+def files_written(folder: str, output_dir: str, config: dict) -> List[str]:
+    """The names (fnmatch patterns) the export writes in `output_dir`: the copies, the weights, the card, and
+    config.json where its padding index changes."""
+    card = [] if keeps_earlier_card(folder) else ["README.md", FACTS_FILE]
+    if os.path.exists(output_dir) and os.path.samefile(folder, output_dir):
+        values = SimpleNamespace(**{"model_type": None, "pad_token_id": None, **config})  # a copy, to ask
+        changes_config = align_positions_with_pytorch(values)
+        return [*WEIGHTS, *card, *(["config.json"] if changes_config else [])]
+    return [*copied_files(folder), *WEIGHTS, *card, "config.json"]
 
+
+def copied_files(folder: str) -> List[str]:
+    """What an export into another folder copies: the files, not a run's backup/ and logs/ or hidden records."""
+    return sorted(name for name in os.listdir(folder)
+                  if not name.startswith(".") and os.path.isfile(os.path.join(folder, name)))
+
+
+def keeps_earlier_card(folder: str) -> bool:
+    """Whether the folder's card was written by an earlier mlm_tpu, which kept no facts beside it: a trainer's says
+    more (validation figures, corpus, loss plot) than an export could find out, so it is kept as it is."""
+    card = os.path.join(folder, "README.md")
+    if not os.path.isfile(card) or os.path.isfile(os.path.join(folder, FACTS_FILE)):
+        return False
+    with open(card, encoding="utf-8", errors="replace") as stream:
+        return CARD_PHRASE in stream.read()
+
+
+def card_facts(folder: str, model, tokenizer, task: DescribesItsModels) -> CardFacts:
+    """What a folder says of itself: the facts its card said, when mlm_tpu kept them; else its model and mlm_tpu's
+    records when it was trained here (training_args.json, best_model.json, the training shards' manifest)."""
+    recorded = recorded_card_facts(folder)
+    if recorded:
+        return recorded
     info_path, best_path = os.path.join(folder, "training_args.json"), os.path.join(folder, "best_model.json")
     info = read_json(info_path, "the run's settings", "or delete it") if os.path.isfile(info_path) else {}
     best = read_json(best_path, "the best-epoch record", "or delete it") if os.path.isfile(best_path) else {}
     run = info.get("run", info) if isinstance(info, dict) else {}  # mlm_tpu 0.2 kept these at the top level
-    return CardFacts.of_model(task_of_saved_model(folder), model, tokenizer, steps=best.get("step") or
+    return CardFacts.of_model(task, model, tokenizer, steps=best.get("step") or
                               run.get("total_steps"), epoch=best.get("epoch"),
                               global_batch_size=run.get("global_batch_size"), max_length=run.get("max_length"),
-                              hardware=run.get("strategy"))
+                              hardware=run.get("strategy"), corpus=_corpus_of(info))
 
 
-def export_model(config: ExportConfig) -> str:
-    """Write the exported folder; return where it is."""
+def _corpus_of(info) -> Optional[dict]:
+    """The corpus of the run's training shards, from their manifest while it is where the run read it."""
+    shards = info.get("train_dataset") if isinstance(info, dict) else None
+    manifest = os.path.join(shards, "manifest.json") if isinstance(shards, str) else ""
+    try:
+        recorded = read_json(manifest, "the training shards' manifest", "") if os.path.isfile(manifest) else None
+    except UserError:  # damaged since: the card says the corpus is not recorded
+        return None
+    return recorded.get("settings", {}).get("corpus") if isinstance(recorded, dict) else None
+
+
+def export_model(config: ExportConfig, task: DescribesItsModels) -> str:
+    """Write the exported folder; return where it is (`task`: the plug-in of the task the model was trained for,
+    mlm_tpu.tasks.plug_in_of_saved_model, which says what the card says of the model)."""
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     check_ranges(config)
@@ -110,24 +154,28 @@ def export_model(config: ExportConfig) -> str:
         raise UserError(f"--model {folder} holds no TensorFlow weights (tf_model.h5); export reads TensorFlow folders")
     class_name = pytorch_class_name(model_config, folder)
     output_dir = config.output_dir or folder
-    check_output_dir(folder, output_dir, model_config)
+    in_place = os.path.exists(output_dir) and os.path.samefile(folder, output_dir)
+    if not in_place and os.path.isdir(output_dir):
+        check_same_model(output_dir, model_config)
+    check_output_dir(output_dir, files_written(folder, output_dir, model_config), config.overwrite)
     tokenizer = load_tokenizer(folder, "--model")
     model = load_tensorflow_model(folder, class_name)
     log(f"Exporting {folder} ({class_name}, {model.count_params():,} parameters) -> {output_dir}")
+    keep_card = keeps_earlier_card(folder)
     with staged_output_dir(output_dir) as staging:
-        if os.path.abspath(output_dir) != os.path.abspath(folder):
-            for name in sorted(os.listdir(folder)):
-                source = os.path.join(folder, name)
-                if name not in NOT_COPIED and not name.startswith(".") and os.path.isfile(source):
-                    shutil.copy2(source, os.path.join(staging, name))
+        for name in [] if in_place else copied_files(folder):
+            shutil.copy2(os.path.join(folder, name), os.path.join(staging, name))
         if align_positions_with_pytorch(model.config):
             model.config.to_json_file(os.path.join(staging, "config.json"))
             log(f"config.json: pad_token_id set to {model.config.pad_token_id}, the padding index TensorFlow's "
                 f"{class_name} numbers positions from, so PyTorch computes the same positions")
         written = save_pytorch_weights(model, staging)
-        write_model_card(staging, card_facts(folder, model, tokenizer),
-                         config.hub_model_id or os.path.basename(os.path.abspath(output_dir)))
-    log(f"Wrote {', '.join(written)} (PyTorch layout) and README.md (model card) in {output_dir}")
+        if not keep_card:
+            write_model_card(staging, card_facts(folder, model, tokenizer, task),
+                             config.hub_model_id or os.path.basename(os.path.abspath(output_dir)),
+                             has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))
+    card = "; its model card, by an earlier mlm_tpu, is kept" if keep_card else " and README.md (model card)"
+    log(f"Wrote {', '.join(written)} (PyTorch layout){card} in {output_dir}")
     if config.hub_model_id:
         from mlm_tpu.hub import push_folder_to_hub
 

@@ -17,9 +17,10 @@ from typing import Dict, List
 import numpy as np
 
 # transformers' TensorFlow classes of these model types number positions from a padding index hard-coded to 1,
-# their PyTorch classes from config.pad_token_id. With any other pad id (mlm_tpu's tokenizers pad with 3, as the
-# 🤗 TPU example's do), the two compute different position ids from the same input, and a model trained in one
-# gives other logits in the other; a config saying 1 makes both compute what the TensorFlow model was trained with.
+# their PyTorch classes from config.pad_token_id. With any other pad id (the tokenizers of mlm_tpu 0.2 pad with 3,
+# as the 🤗 TPU example's do; today's pad with 1), the two compute different position ids from the same input, and
+# a model trained in one gives other logits in the other; a config saying 1 makes both compute what the TensorFlow
+# model was trained with.
 TF_POSITION_PADDING_IDX = {"roberta": 1, "xlm-roberta": 1, "camembert": 1, "longformer": 1, "mpnet": 1,
                            "roberta-prelayernorm": 1}
 WEIGHTS_NAME = "model.safetensors"

@@ -3,23 +3,30 @@
 tokenizer, a model card (README.md), and mlm_tpu's records beside them.
 
 The folder is written through a staging folder (output_dir.py), so a kill mid-save leaves the
-previous save intact, and other entries of the output folder (backup/, logs/) are kept.
+previous save intact, and other entries of the output folder (backup/, logs/, the user's files) are
+kept; a file of a name the save writes that mlm_tpu did not write is never replaced.
 """
 
 import os
 from typing import Dict, Optional
 
 from mlm_tpu.jsonfiles import write_json
-from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
+from mlm_tpu.model_folder.card import FACTS_FILE, LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.pytorch import save_pytorch_weights
-from mlm_tpu.output_dir import staged_output_dir
+from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir
+
+
+def check_training_output_dir(folder: str) -> None:
+    """Before a training run writes anything: refuse an --output-dir holding files (or backup/, logs/) of the names
+    the run writes that mlm_tpu did not write there. Its own files from an earlier start are fine: it goes on."""
+    check_output_dir(folder, (*MODEL_FOLDER.names(), FACTS_FILE), overwrite=True)
 
 
 def save_model_folder(folder: str, model, tokenizer, facts: CardFacts, records: Optional[Dict[str, dict]] = None,
                       name: Optional[str] = None) -> None:
     """Save model (both layouts), tokenizer and card into `folder`, with `records` (file name -> JSON) beside them;
     `name` is what the card calls the model (its Hub repo, else the folder's name)."""
-    with staged_output_dir(folder) as staging:
+    with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
         model.save_pretrained(staging)
         save_pytorch_weights(model, staging)
         tokenizer.save_pretrained(staging)

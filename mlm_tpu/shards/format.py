@@ -30,6 +30,11 @@ def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index:05d}-{count}{SHARD_SUFFIX}"
 
 
+def is_shard_of(prefix: str, name: str) -> bool:
+    """Whether `name` is a shard name `shard_name` gives with `prefix`."""
+    return re.fullmatch(rf"{re.escape(prefix)}-\d{{5,}}-\d+{re.escape(SHARD_SUFFIX)}", name) is not None
+
+
 def progress_name(prefix: str) -> str:
     """The hidden file saying how far an unfinished job got."""
     return f".{prefix}-progress.json"
@@ -65,7 +70,7 @@ def feature_lengths(manifest: dict) -> Dict[str, int]:
 
 
 def span_corruption_settings(lengths) -> Dict[str, object]:
-    """What a span-corruption manifest records of its objective (a `t5.span_lengths.SpanLengths`), for the trainer."""
+    """What a span-corruption manifest records of its objective (a `span_lengths.SpanLengths`), for the trainer."""
     return {"objective": "span_corruption", "noise_density": lengths.noise_density,
             "mean_noise_span_length": lengths.mean_noise_span_length, "raw_length": lengths.raw_length,
             "input_length": lengths.input_length, "target_length": lengths.target_length}

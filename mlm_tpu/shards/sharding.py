@@ -37,7 +37,8 @@ from mlm_tpu.shards.packing import MIN_MAX_LENGTH, ExampleMaker, PackedExamples,
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.text2text import Text2TextExamples
 from mlm_tpu.shards.writer import ResumePoint, ShardWriter
-from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, span_lengths
+from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sentinel_id, longest_inputs_within,
+                                         span_lengths)
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 SHARD_PREFIX = re.compile(r"^[\w.-]+$")
@@ -63,7 +64,7 @@ class ShardingConfig:
     prefix: str = "dataset"  # shard file name prefix
     num_workers: Optional[int] = setting(None, low=1)  # tokenizer threads (None: every core)
     batch_size: int = setting(1000, low=1)  # documents tokenized at a time
-    overwrite: bool = False  # replace the shards and manifest already in the split's folder
+    overwrite: bool = False  # replace the shards and manifest an earlier job wrote in the split's folder
     storage_retry_seconds: float = setting(120.0, low=0)  # how long gs:// calls retry transient errors
 
 
@@ -112,6 +113,15 @@ def example_maker(config: ShardingConfig, tokenizer) -> ExampleMaker:
         lengths = corruption_lengths(config)
         try:
             first_sentinel_id(tokenizer, lengths)
+        except TooFewSentinels as error:
+            if not error.have:
+                raise UserError(f"--tokenizer {config.tokenizer}: {error}; make a T5 tokenizer with "
+                                "`python -m mlm_tpu.tokenizer train --template t5`") from None
+            longest = longest_inputs_within(error.have, config.noise_density, config.mean_noise_span_length)
+            raise UserError(f"--tokenizer {config.tokenizer}: {error}; make fewer spans: a --max-length of at most "
+                            f"{longest} (not {config.max_length}), a lower --noise-density (not "
+                            f"{config.noise_density}) or a longer --mean-noise-span-length (not "
+                            f"{config.mean_noise_span_length})") from None
         except ValueError as error:
             raise UserError(f"--tokenizer {config.tokenizer}: {error}; make a T5 tokenizer with "
                             "`python -m mlm_tpu.tokenizer train --template t5`") from None

@@ -6,23 +6,15 @@ under a shard's name. GCS goes through google-cloud-storage (which honours
 `STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
 """
 
-import base64
 import re
 import os
 import tempfile
-from typing import List, Optional
-
-import google_crc32c
+from typing import Dict, Optional
 
 from mlm_tpu.errors import UserError, reason_of
 
 
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")  # GCS' naming rules (dotted names up to 222)
-
-
-def crc32c_base64(data: bytes) -> str:
-    """The checksum GCS keeps for every object (base64 of the big-endian crc32c)."""
-    return base64.b64encode(google_crc32c.Checksum(data).digest()).decode()
 
 
 class LocalStorage:
@@ -41,8 +33,12 @@ class LocalStorage:
     def location(self, name: str = "") -> str:
         return os.path.join(self.folder, name)
 
-    def list_names(self) -> List[str]:
-        return sorted(os.listdir(self.folder)) if os.path.isdir(self.folder) else []
+    def sizes(self) -> Dict[str, int]:
+        """Each file of the split and its size in bytes."""
+        if not os.path.isdir(self.folder):
+            return {}
+        paths = {name: self.location(name) for name in os.listdir(self.folder)}
+        return {name: os.path.getsize(path) for name, path in sorted(paths.items()) if os.path.isfile(path)}
 
     def _make_folder(self) -> None:
         if not os.path.isdir(self.folder):
@@ -153,11 +149,13 @@ class GcsStorage:
     def _object(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    def list_names(self) -> List[str]:
+    def sizes(self) -> Dict[str, int]:
+        """Each object of the split (not those of deeper prefixes) and its size in bytes."""
         start = len(self.prefix) + 1 if self.prefix else 0
         blobs = self._call(f"list {self.url}", lambda: list(self.client.list_blobs(
             self.bucket, prefix=f"{self.prefix}/" if self.prefix else None, retry=self.retry, timeout=self.timeout)))
-        return sorted(blob.name[start:] for blob in blobs if "/" not in blob.name[start:])
+        return {blob.name[start:]: blob.size for blob in sorted(blobs, key=lambda blob: blob.name)
+                if "/" not in blob.name[start:]}
 
     def write(self, name: str, data: bytes) -> None:
         blob = self.bucket.blob(self._object(name))

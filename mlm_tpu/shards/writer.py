@@ -4,19 +4,58 @@ The manifest is written last, so a split with a manifest is complete (format.py 
 and features). While a job runs, a small hidden progress file says how many full shards are
 written and where the corpus stood when the last one was (the example maker's counters); a
 re-run with the same settings re-reads and checks those shards, keeps them, and restarts there.
+The manifest, or while a job runs its progress file, is also the split's record of what mlm_tpu
+wrote there: --overwrite deletes only what it names, and a shard it does not name is never replaced.
 """
 
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import encode_json, parse_json
-from mlm_tpu.shards.format import MANIFEST, SHARD_SUFFIX, manifest_features, progress_name, shard_name
+from mlm_tpu.output_dir import check_replacing, crc32c_base64
+from mlm_tpu.shards.format import MANIFEST, SHARD_SUFFIX, is_shard_of, manifest_features, progress_name, shard_name
 from mlm_tpu.shards.packing import Features
-from mlm_tpu.shards.storage import crc32c_base64
 from mlm_tpu.shards.tfrecord import frame_records, iter_records, serialize_examples
+
+
+def split_record(storage, sizes: Dict[str, int], prefix: str) -> Tuple[Optional[str], Optional[dict]]:
+    """The split's record of what mlm_tpu wrote there, and its name: the manifest of a finished split, else the
+    progress file of an unfinished job (which owns the shards named with its prefix); (None, None) without one."""
+    kind = MANIFEST if MANIFEST in sizes else progress_name(prefix) if progress_name(prefix) in sizes else None
+    if kind is None:
+        return None, None
+    what = "manifest" if kind == MANIFEST else "progress file"
+    fix = ("mlm_tpu cannot tell which files of the split it wrote, so it replaces none of them, even with "
+           "--overwrite: delete the split yourself if nothing in it is yours, or choose another --output-dir")
+    record = parse_json(storage.read(kind) or b"", f"the {what} {storage.location(kind)}", fix)
+    shards = record.get("shards") if isinstance(record, dict) else None
+    if not (isinstance(shards, int) if kind != MANIFEST else isinstance(shards, list) and all(
+            isinstance(entry, dict) and {"name", "count"} <= set(entry) for entry in shards)):
+        raise UserError(f"{storage.location(kind)} is not a {what} of mlm_tpu shards; {fix}")
+    return kind, record
+
+
+def written_files(sizes: Dict[str, int], prefix: str, kind: Optional[str], record: Optional[dict]) -> Set[str]:
+    """The files of the split that mlm_tpu wrote, by its record (the shards it lists with their size, or those of
+    an unfinished job's prefix), and its half-written temporary files."""
+    ours = {name for name in sizes if name.startswith(".") and name.endswith(".partial")}
+    if kind == MANIFEST:
+        ours |= {entry["name"] for entry in record["shards"] if entry["name"] in sizes and
+                 entry.get("bytes", sizes[entry["name"]]) == sizes[entry["name"]]}
+    elif kind is not None:
+        ours |= {name for name in sizes if is_shard_of(prefix, name)}
+    return ours | ({MANIFEST, progress_name(prefix)} & set(sizes) if kind else set())
+
+
+def files_not_written(storage, prefix: str) -> List[str]:
+    """The files of a split that mlm_tpu did not write (hidden ones, its bookkeeping, aside)."""
+    sizes = storage.sizes()
+    ours = written_files(sizes, prefix, *split_record(storage, sizes, prefix))
+    return [name for name in sizes if name not in ours and not name.startswith(".")]
+
 
 @dataclass(frozen=True)
 class ShardInfo:
@@ -58,25 +97,20 @@ class ShardWriter:
 
     # Starting: fresh, resumed, or already complete.
     def resume_point(self, overwrite: bool) -> ResumePoint:
-        names = self.storage.list_names()
-        ours = [n for n in names if n.endswith(SHARD_SUFFIX) or n in (MANIFEST, progress_name(self.prefix))
-                or (n.startswith(".") and n.endswith(".partial"))]
-        if overwrite:
-            for name in ours:
-                self.storage.delete(name)
-            return ResumePoint()
-        if MANIFEST in names:
-            return self._check_complete(self._read_json(MANIFEST, "manifest"))
-        if progress_name(self.prefix) in names:
-            return self._resume(self._read_json(progress_name(self.prefix), "progress file"), ours)
-        if ours:
-            raise UserError(f"{self.storage.location()} already holds shards that this job did not start "
-                            f"({ours[0]}, ...); pass --overwrite to replace them, or choose another --output-dir")
+        """Where the job starts. By the rule of output folders (output_dir.py), --overwrite deletes only the files
+        the split's record names (see `split_record`), and a shard it does not name is never replaced."""
+        sizes = self.storage.sizes()
+        kind, record = split_record(self.storage, sizes, self.prefix)
+        ours = written_files(sizes, self.prefix, kind, record)
+        if kind == MANIFEST and not overwrite:
+            return self._check_complete(record)
+        others = [name for name in sizes if name.endswith(SHARD_SUFFIX) and name not in ours]
+        check_replacing(f"the split {self.storage.location().rstrip('/')}", others, [], overwrite=True)
+        if kind is not None and kind != MANIFEST and not overwrite:
+            return self._resume(record, ours)
+        for name in sorted(ours, key=lambda name: name == kind):  # the record last
+            self.storage.delete(name)
         return ResumePoint()
-
-    def _read_json(self, name: str, what: str) -> dict:
-        return parse_json(self.storage.read(name) or b"", f"the {what} {self.storage.location(name)}",
-                          "pass --overwrite to make the split again")
 
     def _refuse_other_settings(self, recorded: Dict[str, object], what: str) -> None:
         differing = sorted(key for key in self.settings if recorded.get(key) != self.settings[key])
@@ -106,7 +140,7 @@ class ShardWriter:
         self.shards, self.manifest = listed, manifest
         return ResumePoint(complete=True)
 
-    def _resume(self, progress: dict, ours: List[str]) -> ResumePoint:
+    def _resume(self, progress: dict, ours: Set[str]) -> ResumePoint:
         self._refuse_other_settings(progress.get("settings", {}), "an unfinished job")
         kept = [self._verify(shard_name(self.prefix, index, self.shard_size), self.shard_size)
                 for index in range(progress["shards"])]

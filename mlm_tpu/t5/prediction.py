@@ -78,7 +78,7 @@ def predict_text2text(config: Text2TextPredictionConfig) -> List[Dict[str, objec
 
     from mlm_tpu.model_folder.loading import load_pretrained, model_type
     from mlm_tpu.t5.classification import LabelSet
-    from mlm_tpu.t5.task_settings import task_settings
+    from mlm_tpu.model_folder.task_settings import task_settings
 
     check_ranges(config)
     if model_type(config.model) not in (None, "t5"):

@@ -21,7 +21,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, lengths_at
+from mlm_tpu.shards.span_lengths import SpanLengths, first_sentinel_id, lengths_at
 
 
 class SpanCorrupter:

@@ -14,11 +14,13 @@ from typing import Callable, Dict, Optional
 from transformers import TFT5ForConditionalGeneration
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.shards.format import SPAN_CORRUPTION, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.span_corruption import SpanCorrupter
-from mlm_tpu.t5.span_lengths import SpanLengths, first_sentinel_id, lengths_at
-from mlm_tpu.t5.text2text_task import build_t5, load_t5_tokenizer
+from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sentinel_id, lengths_at,
+                                         longest_inputs_within)
+from mlm_tpu.t5.text2text_task import build_t5, load_t5_tokenizer, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.task import BestMetric, Task, Validation
 
@@ -40,7 +42,6 @@ class SpanCorruptionTask(Task):
     shard_kind = SPAN_CORRUPTION
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    pipeline_tag = "text2text-generation"
     unused_settings = ("mlm_probability", "labels", "max_target_length", "max_new_tokens", "metric_for_best_model")
 
     def __init__(self, name: str):
@@ -68,10 +69,22 @@ class SpanCorruptionTask(Task):
             raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
         self._set_lengths(tokenizer, shards, "--eval-dataset")
 
+    def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
+        self._set_lengths(tokenizer, shards, "--dataset")
+
     def _set_lengths(self, tokenizer, shards: ShardSet, flag: str) -> None:
-        self.lengths = recorded_lengths(shards, flag)
+        lengths = self.lengths = recorded_lengths(shards, flag)
         try:
-            first_sentinel_id(tokenizer, self.lengths)
+            first_sentinel_id(tokenizer, lengths)
+        except TooFewSentinels as error:
+            if not error.have:
+                raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
+            longest = longest_inputs_within(error.have, lengths.noise_density, lengths.mean_noise_span_length)
+            raise UserError(f"{flag}: {error}; re-shard with fewer spans (`python -m mlm_tpu.shard --task "
+                            f"span-corruption`): a --max-length of at most {longest} (these rows make "
+                            f"{lengths.input_length}-token inputs), a lower --noise-density (not "
+                            f"{lengths.noise_density}) or a longer --mean-noise-span-length (not "
+                            f"{lengths.mean_noise_span_length})") from None
         except ValueError as error:
             raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
 
@@ -84,6 +97,11 @@ class SpanCorruptionTask(Task):
     def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
         lengths = self.lengths
         return lambda seed: SpanCorrupter.for_tokenizer(tokenizer, lengths, seed)
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        return t5_card_words("a T5 pretrained from scratch by span corruption, to be fine-tuned "
+                             "(`python train.py --task classification|generation --model-name-or-path ...`)",
+                             "The <extra_id_0> walks in <extra_id_1> park.")
 
     def best_metric(self, config) -> Optional[BestMetric]:
         return BestMetric("loss", higher_is_better=False)

@@ -15,14 +15,15 @@ from transformers import TFT5ForConditionalGeneration
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.loading import load_model
+from mlm_tpu.model_folder.task_settings import record_task_settings, task_settings
 from mlm_tpu.shards.format import TEXT2TEXT, features_of
 from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.t5.classification import LabelSet
+from mlm_tpu.t5.classification import ClassificationScorer, LabelSet
 from mlm_tpu.t5.evaluation import Text2TextValidation, can_compile_per_replica
-from mlm_tpu.t5.generation import GENERATION_SCORES
+from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
-from mlm_tpu.t5.task_settings import TASK_PARAMS, make_scorer, task_settings
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.task import BestMetric, Task, Validation
 
@@ -49,15 +50,26 @@ def build_t5(config, tokenizer, settings: Dict[str, object]):
     else:
         model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
                                                                     config.config_overrides))
-    model.config.task_specific_params = {**(model.config.task_specific_params or {}), TASK_PARAMS: settings}
+    record_task_settings(model.config, settings)
     return model
+
+
+def make_scorer(settings: Dict[str, object], tokenizer, default_max_new_tokens: int):
+    """The scorer for these settings: classification over their labels, or generation."""
+    if settings["task"] == "classification":
+        return ClassificationScorer(LabelSet.from_names(settings["labels"], tokenizer))
+    return GenerationScorer(tokenizer, settings.get("max_new_tokens") or default_max_new_tokens)
+
+
+def t5_card_words(summary: str, widget_text: str, labels=()) -> CardWords:
+    """What a T5 model's card says: it runs in the text2text-generation pipeline and `predict text2text`."""
+    return CardWords("text2text-generation", summary, widget_text, "python -m mlm_tpu.predict text2text", tuple(labels))
 
 
 class Text2TextTask(Task):
     shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    pipeline_tag = "text2text-generation"
     unused_settings = ("mlm_probability",)
 
     def __init__(self, name: str):
@@ -109,6 +121,12 @@ class Text2TextTask(Task):
                    on_tpu: bool) -> Validation:
         jit_compile = on_tpu or (self.name == "generation" and can_compile_per_replica(strategy))
         return Text2TextValidation(strategy, model, self.scorer, shards, per_replica_batch_size, jit_compile)
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        settings = task_settings(model.config) or {}
+        prefix = settings.get("source_prefix") or ""
+        summary = "a text-to-text classifier" if self.name == "classification" else "a text-to-text generator"
+        return t5_card_words(summary, f"{prefix} Write your input here.".strip(), settings.get("labels") or ())
 
     def best_metric(self, config) -> Optional[BestMetric]:
         return BestMetric(config.metric_for_best_model or self.scorer.best_metric)

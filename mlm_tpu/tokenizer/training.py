@@ -20,10 +20,10 @@ import mlm_tpu
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
-from mlm_tpu.errors import UserError
+from mlm_tpu.errors import UserError, os_reason
 from mlm_tpu.hub import push_folder_to_hub
-from mlm_tpu.model_folder.card import tokenizer_card_text
-from mlm_tpu.output_dir import check_output_dir, staged_output_dir
+from mlm_tpu.output_dir import TOKENIZER_FOLDER, check_output_dir, staged_output_dir
+from mlm_tpu.tokenizer.card import tokenizer_card_text
 from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
@@ -41,7 +41,7 @@ class TokenizerTrainingConfig:
     vocab_size: int = setting(DEFAULT_VOCAB_SIZE, low=1, high=MAX_VOCAB_SIZE)  # special tokens included
     batch_size: int = setting(1000, low=1)  # documents handed to the trainer at a time
     model_max_length: int = setting(512, low=2)  # longest sequence a model using the tokenizer accepts
-    overwrite: bool = False  # write into a non-empty output_dir, replacing the tokenizer's files
+    overwrite: bool = False  # replace the files an earlier mlm_tpu command wrote in output_dir (never others)
     push_to_hub: bool = False
     hub_model_id: Optional[str] = None  # implies push_to_hub
 
@@ -55,7 +55,7 @@ def check_config(config: TokenizerTrainingConfig) -> None:
         raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
                         f"tokens alone take {reserved} ids; use at least {reserved + 1} (the reference uses "
                         f"{DEFAULT_VOCAB_SIZE})")
-    check_output_dir(config.output_dir, config.overwrite)
+    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)
 
 
 def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, vocab_size: int, seconds: float) -> dict:
@@ -94,14 +94,22 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
     seconds = time.perf_counter() - started
     wrapped = as_transformers_tokenizer(tokenizer, config.model_max_length, template)
     info = _training_info(config, corpus, tokenizer.get_vocab_size(), seconds)
-    with staged_output_dir(config.output_dir) as staging:
-        wrapped.save_pretrained(staging)
-        with open(os.path.join(staging, TRAINING_INFO_FILE), "w", encoding="utf-8") as stream:
-            json.dump(info, stream, indent=2)
-            stream.write("\n")
-        name = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
-        with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as stream:
-            stream.write(tokenizer_card_text(info, name))
+    name = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
+    try:
+        with staged_output_dir(config.output_dir) as staging:
+            wrapped.save_pretrained(staging)
+            with open(os.path.join(staging, TRAINING_INFO_FILE), "w", encoding="utf-8") as stream:
+                json.dump(info, stream, indent=2)
+                stream.write("\n")
+            with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as stream:
+                stream.write(tokenizer_card_text(info, name))
+    except Exception as error:  # tokenizer.json is written by Rust: "No space left on device (os error 28)"
+        reason = os_reason(error)
+        if reason is None:
+            raise
+        folder = os.path.dirname(os.path.abspath(config.output_dir))
+        raise UserError(f"cannot save the tokenizer in {folder}: {reason}; nothing was saved. Free space there, or "
+                        "choose another --output-dir, and train again") from None
     short = "" if info["vocab_size"] >= config.vocab_size else " (the corpus is too small for more)"
     log(f"Trained on {info['documents']:,} documents, {info['characters']:,} characters: vocabulary "
         f"{info['vocab_size']:,}{short}, {seconds:.1f} s. Saved to {config.output_dir}")

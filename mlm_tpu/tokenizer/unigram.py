@@ -3,7 +3,11 @@
 Both: `` and '' become ", a Metaspace pre-tokenizer and decoder (SentencePiece-style ▁ word
 starts, so decoding gives back ordinary spaced text), a Unigram model trained on the corpus.
 They differ in special tokens and framing:
-- `mlm` (RoBERTa): [CLS]=0 [SEP]=1 <unk>=2 <pad>=3 [MASK]=4; `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`.
+- `mlm` (RoBERTa): [CLS]=0 <pad>=1 [SEP]=2 <unk>=3 [MASK]=4, RoBERTa's own layout (<s> <pad> </s> <unk>):
+  TF RoBERTa numbers positions from a padding index hard-coded to 1, and PyTorch's embedding gives the
+  pad id's row no gradient, so id 1 must be the pad. `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`.
+  (Tokenizers of mlm_tpu 0.2, like the 🤗 TPU example's, have [SEP]=1 <unk>=2 <pad>=3; they still load
+  and train, their models aligned as model_folder/pytorch.py says.)
 - `t5`: <pad>=0 </s>=1 <unk>=2, and the 100 sentinels <extra_id_0>...<extra_id_99> at the end of
   the vocabulary (<extra_id_0> the last id, as in T5's own); `A </s>` or `A </s> B </s>`; runs of
   whitespace, newlines included, become one space, as T5's SentencePiece normalizer does.
@@ -51,7 +55,7 @@ class Template:
 
 MLM_TEMPLATE = Template(
     name="mlm",
-    roles={"cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "<unk>", "pad_token": "<pad>",
+    roles={"cls_token": "[CLS]", "pad_token": "<pad>", "sep_token": "[SEP]", "unk_token": "<unk>",
            "mask_token": "[MASK]"},
     single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1", framing_tokens=("[CLS]", "[SEP]"),
     wrapper_arguments={"model_input_names": ["input_ids", "attention_mask"]},  # RoBERTa has no token types

@@ -22,7 +22,7 @@ from mlm_tpu.shards.pipeline import distributed_evaluation_dataset, evaluation_s
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import EvaluationConfig
 from mlm_tpu.training.hardware import describe
-from mlm_tpu.training.task import Scores, Validation
+from mlm_tpu.training.task import Scores, Task, Validation
 
 
 class ShardRunner:
@@ -109,20 +109,19 @@ class TokenValidation(Validation):
 
 @dataclass
 class EvaluationResult:
-    task: str  # what the model was trained for (mlm_tpu.tasks)
+    task: str  # the name of the task the model was trained for
     examples: int
     scores: Scores
 
 
-def evaluate_model(config: EvaluationConfig) -> EvaluationResult:
-    """Score a saved model on shards the way its task's validation does."""
+def evaluate_model(config: EvaluationConfig, task: Task) -> EvaluationResult:
+    """Score a saved model on shards the way its task's validation does (`task`: the plug-in of the task the model
+    was trained for, mlm_tpu.tasks.plug_in_of_saved_model)."""
     from mlm_tpu.model_folder.loading import load_pretrained
-    from mlm_tpu.tasks import make_task, task_of_saved_model
     from mlm_tpu.training.hardware import set_up
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
 
     check_ranges(config)
-    task = make_task(task_of_saved_model(config.model))
     strategy = set_up(config.hardware)
     shards = find_shards(config.eval_dataset, task.shard_kind, task.features(config.max_length, None), "--eval-dataset")
     with strategy.scope():

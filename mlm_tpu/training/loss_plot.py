@@ -7,12 +7,14 @@ since the epoch began; the plot turns them back into the mean over each logging 
 curve shows the loss of that moment rather than a sawtooth.
 """
 
+import io
 import os
 from typing import List, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, read_scalars
+from mlm_tpu.output_dir import check_output_dir, write_file
+from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, events_files, read_scalars
 
 Curve = List[Tuple[int, float]]
 RUN_INFO_FILE = "training_args.json"
@@ -54,8 +56,9 @@ def _steps_per_epoch_of_old_run(run_dir: str) -> int:
     return info.get("steps_per_epoch", 1) if isinstance(info, dict) else 1
 
 
-def plot_losses(run_dir: str, output: str) -> Tuple[int, int]:
-    """Draw the curves into `output` (PNG); returns how many training and validation points it drew."""
+def plot_losses(run_dir: str, output: str, overwrite: bool = True) -> Tuple[int, int]:
+    """Draw the curves into `output` (PNG); returns how many training and validation points it drew. An `output`
+    already there is replaced only if mlm_tpu drew it, and only with `overwrite` (output_dir.py's rule)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display needed
@@ -65,8 +68,14 @@ def plot_losses(run_dir: str, output: str) -> Tuple[int, int]:
     if not os.path.isdir(folder):
         raise UserError(f"cannot write the plot to {output}: the folder {folder} does not exist; create it or "
                         "choose another --output")
+    check_output_dir(folder, [os.path.basename(output)], overwrite, flag="--output")
     training, validation = loss_curves(run_dir)
     if not training and not validation:
+        files = [path for which in (TRAIN, VALIDATION) for path in events_files(os.path.join(run_dir, "logs", which))]
+        if files:
+            raise UserError(f"no loss logged in the TensorBoard events files under {run_dir}/logs ({len(files)}: "
+                            f"{', '.join(os.path.relpath(path, run_dir) for path in files[:3])}); the run stopped "
+                            "before its first logging step? Train it on, or plot a run that logged")
         raise UserError(f"no loss logged under {run_dir}/logs; give the --output-dir of a `python train.py` run")
     figure, axes = plt.subplots(figsize=(8, 5), dpi=100)
     for points, label, style in ((training, "training loss", "-"), (validation, "validation loss", "o-")):
@@ -79,8 +88,8 @@ def plot_losses(run_dir: str, output: str) -> Tuple[int, int]:
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    partial = f"{output}.partial.png"
-    figure.savefig(partial, format="png")
+    image = io.BytesIO()
+    figure.savefig(image, format="png")
     plt.close(figure)
-    os.replace(partial, output)
+    write_file(output, image.getvalue(), start_record=True)
     return len(training), len(validation)

@@ -8,7 +8,7 @@ epoch began), `epoch_loss` per epoch index and `evaluation_loss_vs_iterations`; 
 """
 
 import os
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 from mlm_tpu.errors import UserError
 
@@ -34,34 +34,62 @@ class RunLogs:
         self._writers[which].flush()
 
 
-def read_scalars(log_dir: str) -> Dict[str, Dict[int, float]]:
-    """Every scalar in one TensorBoard run folder: {tag: {step: value}} (a step written twice: the later value).
-
-    Every record's checksum is checked: a damaged events file is one clear error, never a plot missing
-    points without a word (TensorBoard's own reader stops at the damage silently).
-    """
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.util.tensor_util import make_ndarray
-
+def events_files(log_dir: str) -> List[str]:
+    """The TensorBoard events files in one run folder, in name order (none when the folder is missing)."""
     if not os.path.isdir(log_dir):
-        return {}
+        return []
     try:
         names = sorted(os.listdir(log_dir))
     except OSError as error:
         raise UserError(f"cannot read the TensorBoard logs in {log_dir}: {error.strerror or error}; fix the "
                         "folder's permissions") from None
+    return [os.path.join(log_dir, name) for name in names if ".tfevents." in name]
+
+
+def read_scalars(log_dir: str) -> Dict[str, Dict[int, float]]:
+    """Every scalar in one TensorBoard run folder: {tag: {step: value}} (a step written twice: the later value).
+
+    Every record's checksum is checked and every record must be a TensorBoard event: a damaged events
+    file is one clear error naming it, never a plot missing points without a word (TensorBoard's own
+    reader stops at the damage silently).
+    """
+    from tensorboard.util.tensor_util import make_ndarray
+
     scalars: Dict[str, Dict[int, float]] = {}
-    for name in names:
-        if ".tfevents." not in name:
-            continue
-        for record in _records(os.path.join(log_dir, name)):
-            event = Event.FromString(record)
+    for path in events_files(log_dir):
+        for event in _events(path):
             for value in event.summary.value:
                 if value.HasField("simple_value"):
                     scalars.setdefault(value.tag, {})[event.step] = value.simple_value
                 elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:
-                    scalars.setdefault(value.tag, {})[event.step] = float(make_ndarray(value.tensor))
+                    try:
+                        scalars.setdefault(value.tag, {})[event.step] = float(make_ndarray(value.tensor))
+                    except (TypeError, ValueError):
+                        raise _damaged(path, f"the value of '{value.tag}' at step {event.step} is not a number")
     return scalars
+
+
+def _damaged(path: str, what: str) -> UserError:
+    return UserError(f"the TensorBoard events file {path} is damaged ({what}), so the plot would miss points; "
+                     "restore it from a copy, or move it away to plot without it")
+
+
+def _events(path: str) -> Iterator:
+    """The events of one file; a record that is not one (garbage behind a valid checksum, or empty) is damage."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    records = _records(path)
+    if not records:
+        raise _damaged(path, "it is empty, without even the header TensorFlow writes first")
+    for number, record in enumerate(records, start=1):
+        try:
+            event = Event.FromString(record)
+        except DecodeError:
+            raise _damaged(path, f"record {number} is not a TensorBoard event") from None
+        if not event.ByteSize():  # every event TensorFlow writes has at least its wall time
+            raise _damaged(path, f"record {number} is empty")
+        yield event
 
 
 def _records(path: str) -> List[bytes]:
@@ -76,5 +104,4 @@ def _records(path: str) -> List[bytes]:
     try:
         return list(iter_records(data, path))
     except UserError as error:
-        raise UserError(f"the TensorBoard events file {path} is damaged ({str(error).split(' is ', 1)[-1]}), so the "
-                        "plot would miss points; restore it from a copy, or move it away to plot without it") from None
+        raise _damaged(path, str(error).split(" is ", 1)[-1]) from None

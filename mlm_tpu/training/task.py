@@ -3,13 +3,16 @@
 The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
 the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it
 needs, builds its model, turns decoded batches into model inputs (masking, span corruption or
-nothing), and scores the model on the validation shards each epoch.
+nothing), scores the model on the validation shards each epoch, and says what its models are on
+their card. The stages never import a task: the command (api, cli) looks its plug-in up in
+mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
 
@@ -44,7 +47,6 @@ class Task:
     shard_kind: str  # the kind of split it trains on (mlm_tpu.shards.format.KINDS)
     model_class: type  # the transformers TF class of its models
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
-    pipeline_tag: str  # what the Hub calls what the model does ("fill-mask", "text2text-generation")
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
 
     def __init__(self, name: str):
@@ -52,6 +54,8 @@ class Task:
 
     def check(self, config: TrainingConfig) -> None:
         """Refuse settings that belong to other tasks, and settings of this one that cannot work."""
+        if config.task != self.name:
+            raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
         for name in self.unused_settings:
             if getattr(config, name) not in (None, ()):
                 raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
@@ -69,6 +73,10 @@ class Task:
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         """The same for `python -m mlm_tpu.evaluate` (an EvaluationConfig), from a saved model."""
 
+    def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
+        """The same for `python -m mlm_tpu.inspect` (an InspectionConfig): what `make_transform` needs, from the
+        shards alone."""
+
     def build_model(self, config: TrainingConfig, tokenizer, train: ShardSet):
         """The model (called inside the strategy's scope)."""
         raise NotImplementedError
@@ -80,6 +88,10 @@ class Task:
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
         """What scores the model on `shards` at each epoch's end (and in the evaluate command)."""
+        raise NotImplementedError
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        """What the model card says of a model of this task (pipeline, summary, widget input, labels)."""
         raise NotImplementedError
 
     def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:

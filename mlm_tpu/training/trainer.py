@@ -33,11 +33,11 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
+from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.pipeline import distributed_training_dataset, reading_errors, steps_per_epoch
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
-from mlm_tpu.tasks import make_task
 from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.dropout import key_dropout_by_step
@@ -94,6 +94,7 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+    check_training_output_dir(config.output_dir)
 
 
 def make_output_dir(path: str) -> None:
@@ -177,10 +178,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys):
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
-    def __init__(self, config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = (),
-                 task: Optional[Task] = None):
+    def __init__(self, config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()):
         self.config = config
-        self.task = task or make_task(config.task)  # a plug-in handed in: a task with a delta (mlm_tpu/delta)
+        self.task = task
         self.user_callbacks = list(callbacks)
 
     def run(self) -> TrainingResult:
@@ -392,7 +392,7 @@ class _Loop:
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
         """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
-        self.saved_card = CardFacts.of_model(self.task.name, self.model, self.tokenizer, corpus=corpus,
+        self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
@@ -412,8 +412,7 @@ class _Loop:
             self.task.write_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
-def train(config: TrainingConfig, callbacks: Sequence[keras.callbacks.Callback] = (),
-          task: Optional[Task] = None) -> TrainingResult:
+def train(config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
     """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
-    `task`: the plug-in to run (default: `config.task`'s)."""
-    return Trainer(config, callbacks, task).run()
+    `task` is the plug-in of config.task (mlm_tpu.tasks.training_task), handed in: the trainer imports no task."""
+    return Trainer(config, task, callbacks).run()

@@ -1,5 +1,7 @@
 """The lengths of T5 span corruption, without TensorFlow: the sharder cuts raw rows with them, the trainer
-corrupts those rows into inputs and targets of exactly these lengths (span_corruption.py).
+corrupts those rows into inputs and targets of exactly these lengths (t5/span_corruption.py). Plain
+arithmetic on lengths, and the check that a tokenizer has the sentinels it needs: part of the
+span-corruption kind of split, so it lives with the shards, where the T5 line reads it too.
 
 A raw sequence of T tokens gets N noise tokens in K spans; the inputs are the T - N other tokens, one
 sentinel per span and EOS; the targets the N noise tokens, a sentinel before each span, and EOS.
@@ -84,19 +86,48 @@ def span_lengths(inputs_length: int, noise_density: float = 0.15, mean_noise_spa
     return lengths
 
 
+def longest_inputs_within(spans: int, noise_density: float = 0.15, mean_noise_span_length: float = 3.0) -> int:
+    """The longest inputs_length (the sharder's --max-length) whose corruption makes at most `spans` noise spans
+    (a binary search: the spans grow with the length; a length the settings cannot corrupt counts as too long)."""
+    def fits(inputs_length: int) -> bool:
+        try:
+            return span_lengths(inputs_length, noise_density, mean_noise_span_length).noise_spans <= spans
+        except ValueError:
+            return False
+
+    low, high = 3, 4
+    while fits(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+class TooFewSentinels(ValueError):
+    """The tokenizer has fewer sentinels than the corruption makes noise spans (`have` 0: none at all)."""
+
+    def __init__(self, lengths: SpanLengths, have: int):
+        self.lengths, self.have = lengths, have
+        needed = lengths.noise_spans
+        what = (f"{have} (<extra_id_0>..<extra_id_{have - 1}>, ids counting down by one)" if have else
+                "none (<extra_id_0>, <extra_id_1>, ... with ids counting down by one, as T5's tokenizer has)")
+        super().__init__(f"span corruption of {lengths.raw_length}-token rows makes {needed} noise spans, each "
+                         f"needing its own sentinel token, and the tokenizer has {what}")
+
+
 def first_sentinel_id(tokenizer, lengths: SpanLengths) -> int:
     """The id of <extra_id_0>, once the tokenizer is checked to have EOS, pad and the K sentinels counting down
-    from it (T5's convention); ValueError naming how many are needed and had."""
+    from it (T5's convention); TooFewSentinels naming how many are needed and had, ValueError without EOS or pad."""
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
         raise ValueError("span corruption needs a tokenizer with an EOS and a pad token (a T5 tokenizer)")
     needed = lengths.noise_spans
     first = tokenizer.convert_tokens_to_ids("<extra_id_0>")
     have = 0
     if first is not None and first != tokenizer.unk_token_id:
-        while have < needed and tokenizer.convert_tokens_to_ids(f"<extra_id_{have}>") == first - have:
+        while first - have not in (-1, tokenizer.unk_token_id) and \
+                tokenizer.convert_tokens_to_ids(f"<extra_id_{have}>") == first - have:
             have += 1
     if have < needed:
-        raise ValueError(f"span corruption of {lengths.raw_length} tokens makes {needed} noise spans, so it needs "
-                         f"{needed} sentinel tokens <extra_id_0>..<extra_id_{needed - 1}> with ids counting down "
-                         f"by one from <extra_id_0>; the tokenizer has {have} such sentinels")
+        raise TooFewSentinels(lengths, have)
     return first

@@ -3,14 +3,16 @@ applies while training (masking, span corruption, or none), as ids and as text.
 
 Span corruption's inputs and targets are hard to picture from a description: `<extra_id_0>` stands in
 the input where the target says what was there. Reading a few examples settles it, and shows a
-wrong tokenizer or a wrong kind of split at once.
+wrong tokenizer or a wrong kind of split at once. The transform is the one the task's plug-in makes
+for training, so what is shown is what the model gets.
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
-from mlm_tpu.shards.format import IGNORE_INDEX, MLM, SPAN_CORRUPTION
+from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.training.task import Task
 
 
 @dataclass
@@ -24,25 +26,21 @@ class InspectionConfig:
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
 
 
-def examples_as_fed(config: InspectionConfig) -> List[Dict[str, dict]]:
-    """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform;
+def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], Task]) -> List[Dict[str, dict]]:
+    """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
+    task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
     labels show only the positions that take a loss."""
-    from mlm_tpu.mlm.masking import MlmMasker
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
-    from mlm_tpu.t5.span_corruption import SpanCorrupter
-    from mlm_tpu.t5.span_corruption_task import recorded_lengths
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     check_ranges(config)
     shards = find_shards(config.dataset, None, None, "--dataset")
     tokenizer = load_tokenizer(config.tokenizer)
     check_tokenizer(shards, tokenizer, "--dataset", f"--tokenizer {config.tokenizer}")
-    transform = None
-    if shards.kind == MLM:
-        transform = MlmMasker(tokenizer, config.mlm_probability or 0.15, config.seed)
-    elif shards.kind == SPAN_CORRUPTION:
-        transform = SpanCorrupter.for_tokenizer(tokenizer, recorded_lengths(shards, "--dataset"), config.seed)
+    task = plug_in_of_split(shards.kind)
+    task.prepare_inspection(config, tokenizer, shards)
+    transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
     batch = next(iter(evaluation_batches(shards, count, transform, len(tokenizer))))
     examples = []
