@@ -49,6 +49,9 @@ def make_task(name: str):
 
 def training_task(config):
     """The plug-in a training run drives: `config.task`'s, with `config.delta`'s method when delta-tuning."""
+    from mlm_tpu.delta import check_delta_settings
+
+    check_delta_settings(config)
     task = make_task(config.task)
     if config.delta is None:
         return task
@@ -59,21 +62,40 @@ def training_task(config):
 
 def task_of_saved_model(name_or_path: str) -> str:
     """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
-    any other model is a masked LM (loading it will say if it is not)."""
-    from mlm_tpu.model_folder.loading import model_type
+    any other model is a masked LM (loading it will say if it is not). An adapter folder records its base's."""
+    from types import SimpleNamespace
 
+    from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
+    from mlm_tpu.model_folder.loading import model_type
+    from mlm_tpu.model_folder.task_settings import task_settings
+
+    if is_adapter_folder(name_or_path):
+        record = read_delta_record(name_or_path)
+        if record.get("model_type") != "t5":
+            return "mlm"
+        config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
+        return (task_settings(config) or {}).get("task", "generation")
     if model_type(name_or_path) != "t5":
         return "mlm"
     from transformers import AutoConfig
 
-    from mlm_tpu.model_folder.task_settings import task_settings
-
     return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
 
 
-def plug_in_of_saved_model(name_or_path: str):
-    """The plug-in of the task a saved model was trained for (evaluation, export)."""
-    return make_task(task_of_saved_model(name_or_path))
+def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
+    """The plug-in of the task a saved model was trained for (evaluation, prediction, export); for an adapter folder
+    (train.py --delta) one that loads it onto its base model (`base_model`, else the one the folder names)."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+
+    task = make_task(task_of_saved_model(name_or_path))
+    if not is_adapter_folder(name_or_path):
+        if base_model:
+            raise UserError(f"--base-model is for adapter folders (made by train.py --delta); --model {name_or_path} "
+                            "is a whole model: drop --base-model")
+        return task
+    from mlm_tpu.delta.task import SavedAdapterTask
+
+    return SavedAdapterTask(task, name_or_path, base_model)
 
 
 def plug_in_of_split(kind: str):

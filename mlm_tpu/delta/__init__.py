@@ -29,3 +29,26 @@ def method_class(name: str):
     if name not in METHODS:
         raise UserError(f"--delta must be one of {', '.join(METHODS)}, not '{name}'")
     return importlib.import_module(METHODS[name]).METHOD
+
+
+# The settings of each method (TrainingConfig's fields): another method's, or any without --delta, is refused.
+SETTINGS = {"lora": ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets", "use_rslora"),
+            "ia3": ("ia3_targets",), "prompt": ("num_virtual_tokens",), "prefix": ("num_virtual_tokens",),
+            "adapter": ("adapter_kind", "adapter_reduction")}
+
+
+def check_delta_settings(config) -> None:
+    """Refuse a method's settings given (not at their defaults) without --delta, or with another method."""
+    import dataclasses
+
+    from mlm_tpu.errors import UserError
+
+    defaults = {field.name: field.default for field in dataclasses.fields(config)}
+    own = SETTINGS.get(config.delta, ())
+    for name in dict.fromkeys(name for names in SETTINGS.values() for name in names):
+        if name not in own and getattr(config, name) != defaults[name]:
+            flag = "--" + name.replace("_", "-")
+            users = [method for method, names in SETTINGS.items() if name in names]
+            now = f"--delta {config.delta}" if config.delta else "a run without --delta (every weight trains)"
+            raise UserError(f"{flag} is a setting of {' and '.join(f'--delta {user}' for user in users)}, not of "
+                            f"{now}; drop {flag}" + ("" if config.delta else f", or add --delta {users[0]}"))

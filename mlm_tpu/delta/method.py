@@ -27,6 +27,7 @@ class DeltaMethod:
     def __init__(self, settings):
         self.settings = settings  # the method's config dataclass (its config.py)
         self.delta_layers: List[keras.layers.Layer] = []
+        self.places: List[tuple] = []  # (parent, attribute, wrapper) of each base layer a wrapper replaced
 
     @classmethod
     def of(cls, config) -> "DeltaMethod":
@@ -60,10 +61,19 @@ class DeltaMethod:
     def adapter_config(self, model, base_model: str) -> dict:
         raise NotImplementedError
 
+    mergeable = False  # whether the delta can be folded into the base weights (LoRA and IA3)
+
     def merge(self, model) -> None:
-        """Fold the delta into the base weights (LoRA and IA3 only)."""
+        """Fold the delta into the base weights, then put the base layers back in place of the wrappers: the model
+        is the base model's class and shape again, with merged weights (LoRA and IA3 only)."""
         raise UserError(f"--delta {self.name} adds to the model; it cannot be folded into its weights (only lora "
                         "and ia3 can be merged)")
+
+    def unwrap(self) -> None:
+        """Put each wrapped base layer back where `apply` put its wrapper."""
+        for parent, attribute, wrapper in self.places:
+            setattr(parent, attribute, wrapper.base_layer)
+        self.places, self.delta_layers = [], []
 
     def delta_variables(self) -> list:
         return [variable for layer in self.delta_layers for variable in layer.delta_weights]

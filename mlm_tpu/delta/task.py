@@ -93,3 +93,24 @@ class DeltaTask:
 def _base_reference(name_or_path: str) -> str:
     """The base model as the adapter folder names it: a local folder by its absolute path, else the Hub name."""
     return os.path.abspath(name_or_path) if os.path.isdir(name_or_path) else name_or_path
+
+
+class SavedAdapterTask:
+    """The plug-in of the task an adapter folder was trained for, loading the folder as its base model with the
+    delta applied (evaluate, predict, export --merge): `base_model` overrides the base the folder names."""
+
+    def __init__(self, task, folder: str, base_model: Optional[str] = None):
+        self.task = task
+        self.folder = folder
+        self.base_model = base_model
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def load_saved_model(self, name_or_path: str, model_class=None, flag: str = "--model"):
+        from mlm_tpu.delta.folder import load_adapter
+        from mlm_tpu.tokenizer.load import load_tokenizer
+
+        tokenizer = load_tokenizer(name_or_path, flag)
+        model, _ = load_adapter(name_or_path, self.base_model, flag)
+        return model, tokenizer

@@ -94,6 +94,7 @@ class EvaluationConfig:
 
     model: str  # the trained model: train.py's --output-dir, a save_pretrained folder or a Hub name
     eval_dataset: str  # folder (local or gs://) of shards to evaluate on
+    base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
     max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
     per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change  # masks depend on it: compare runs made with the same
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)

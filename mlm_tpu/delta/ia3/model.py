@@ -14,12 +14,12 @@ from mlm_tpu.delta.targets import dense_layers, matches
 
 class Ia3(DeltaMethod):
     name = "ia3"
+    mergeable = True
     settings_class = Ia3Settings
 
     def __init__(self, settings: Ia3Settings):
         super().__init__(settings)
         self.modules: Dict[str, Ia3Dense] = {}
-
 
     def apply(self, model) -> None:
         self.check_model(model)
@@ -29,6 +29,7 @@ class Ia3(DeltaMethod):
                                                              "--ia3-targets"):
             wrapped = Ia3Dense(dense, feedforward=matches(module, feedforward))
             setattr(parent, attribute, wrapped)
+            self.places.append((parent, attribute, wrapped))
             self.modules[module] = wrapped
         self.delta_layers = list(self.modules.values())
         freeze_base(model, self.delta_layers)
@@ -57,6 +58,7 @@ class Ia3(DeltaMethod):
                 base.kernel.assign(base.kernel.numpy() * scale[None, :])
                 if base.use_bias:
                     base.bias.assign(base.bias.numpy() * scale)
+        self.unwrap()
 
 
 METHOD = Ia3

@@ -14,12 +14,12 @@ from mlm_tpu.delta.targets import dense_layers
 
 class Lora(DeltaMethod):
     name = "lora"
+    mergeable = True
     settings_class = LoraSettings
 
     def __init__(self, settings: LoraSettings):
         super().__init__(settings)
         self.modules: Dict[str, LoraDense] = {}
-
 
     def apply(self, model) -> None:
         self.check_model(model)
@@ -27,6 +27,7 @@ class Lora(DeltaMethod):
         for parent, attribute, dense, module in dense_layers(model, targets, "--lora-targets"):
             wrapped = LoraDense(dense, self.settings.rank, self.settings.scaling, self.settings.dropout)
             setattr(parent, attribute, wrapped)
+            self.places.append((parent, attribute, wrapped))
             self.modules[module] = wrapped
         self.delta_layers = list(self.modules.values())
         freeze_base(model, self.delta_layers)
@@ -52,6 +53,7 @@ class Lora(DeltaMethod):
             base = layer.base_layer
             update = np.matmul(layer.lora_A.numpy(), layer.lora_B.numpy()) * layer.scaling
             base.kernel.assign(base.kernel.numpy() + update)
+        self.unwrap()
 
 
 METHOD = Lora
