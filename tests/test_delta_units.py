@@ -124,3 +124,22 @@ def test_a_resume_with_other_delta_settings_is_refused(setting, value, tmp_path)
     recorded, current = (result_settings(config, 8, ["a.tfrecord"], [10]) for config in (started, resumed))
     with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} was"):
         check_resumed_settings(resumed, recorded, current, 5, str(tmp_path), [])
+
+
+@pytest.mark.parametrize("model_type, method", [("t5", "lora"), ("t5", "ia3"), ("roberta", "lora"), ("roberta", "ia3")])
+def test_merging_folds_the_delta_into_the_base_weights(model_type, method):
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model(model_type)
+    inputs = batch(model_type)
+    base_weights = {id(v) for v in model.weights}
+    delta = method_class(method).of(SETTINGS)
+    delta.apply(model)
+    rng = np.random.RandomState(3)
+    for variable in delta.delta_variables():  # a trained delta: B no longer 0, IA3's vectors no longer 1
+        variable.assign(rng.normal(1.0 if method == "ia3" else 0.0, 0.3, variable.shape).astype(np.float32))
+    expected = model(**inputs).logits.numpy()
+    delta.merge(model)
+    assert {id(v) for v in model.weights} == base_weights  # the base model again, its own weights only
+    np.testing.assert_allclose(model(**inputs).logits.numpy(), expected, atol=1e-5)
+    assert not np.allclose(expected, tiny_model(model_type)(**inputs).logits.numpy(), atol=1e-3)
