@@ -98,6 +98,37 @@ def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
     return SavedAdapterTask(task, name_or_path, base_model)
 
 
+def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str):
+    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text): None (as any saved model)
+    unless it is an adapter folder, whose plug-in loads it onto its base; an adapter for the other family is
+    refused, as its models are."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+
+    task = plug_in_of_saved_model(name_or_path, base_model)
+    if not is_adapter_folder(name_or_path):
+        return None
+    if (task.name == "mlm") != (family == "mlm"):
+        other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
+        raise UserError(f"--model {name_or_path} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "
+                        f"model; run it with {other}")
+    return lambda path, model_class: task.load_saved_model(path, model_class)
+
+
+def export_saved_model(config) -> str:
+    """`mlm-tpu export` (an ExportConfig): a model folder gets its PyTorch weights and card; an adapter folder with
+    --merge is folded into its base (mlm_tpu/delta/merge.py)."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.model_folder.export import export_model
+
+    if config.merge or is_adapter_folder(config.model):
+        from mlm_tpu.delta.merge import export_merged
+
+        return export_merged(config, plug_in_of_saved_model(config.model, config.base_model))
+    if config.base_model:
+        raise UserError("--base-model goes with --merge (an adapter folder's base); drop it")
+    return export_model(config, plug_in_of_saved_model(config.model))
+
+
 def plug_in_of_split(kind: str):
     """The plug-in of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS): what
     inspection shows a split through."""

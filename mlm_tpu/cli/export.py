@@ -5,7 +5,6 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder import export
 from mlm_tpu.model_folder.export import ExportConfig
 
@@ -37,14 +36,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ex
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    from mlm_tpu.delta.folder import is_adapter_folder
-    from mlm_tpu.tasks import plug_in_of_saved_model
+    from mlm_tpu.tasks import export_saved_model
 
-    if config.merge or is_adapter_folder(config.model):
-        from mlm_tpu.delta.merge import export_merged
-
-        export_merged(config, plug_in_of_saved_model(config.model, config.base_model))
-    elif config.base_model:
-        raise UserError("--base-model goes with --merge (an adapter folder's base); drop it")
-    else:
-        export.export_model(config, plug_in_of_saved_model(config.model))
+    export_saved_model(config)

@@ -13,11 +13,11 @@ from typing import List, Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
 from mlm_tpu.cli.inputs import read_texts
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.errors import UserError
 from mlm_tpu.mlm import fill_mask
 from mlm_tpu.mlm.fill_mask import FillMaskConfig, Predictions
 from mlm_tpu.t5 import prediction
 from mlm_tpu.t5.prediction import Text2TextPredictionConfig
+from mlm_tpu.tasks import saved_model_loader
 
 FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
 TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
@@ -94,26 +94,10 @@ def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[s
     return args, config
 
 
-def saved_model_loader(config, family: str):
-    """How --model is read: None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
-    base; a T5 adapter refused by fill-mask and a masked-LM one by text2text, as their models are."""
-    from mlm_tpu.delta.folder import is_adapter_folder
-    from mlm_tpu.tasks import plug_in_of_saved_model
-
-    task = plug_in_of_saved_model(config.model, config.base_model)
-    if not is_adapter_folder(config.model):
-        return None
-    if (task.name == "mlm") != (family == "mlm"):
-        other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
-        raise UserError(f"--model {config.model} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "
-                        f"model; run it with {other}")
-    return lambda name_or_path, model_class: task.load_saved_model(name_or_path, model_class)
-
-
 def run_fill_mask(arguments: List[str], prog: str) -> None:
     args, config = parse(fill_mask_parser(prog), FILL_MASK_FLAGS, arguments, "sentences",
                          "sentences with [MASK] where a word is missing")
-    for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config, saved_model_loader(config, "mlm"))):
+    for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config, saved_model_loader(config.model, config.base_model, "mlm"))):
         if args.json:
             print(json.dumps({"sentence": sentence, "predictions": predictions}, ensure_ascii=False), flush=True)
         else:
@@ -123,7 +107,7 @@ def run_fill_mask(arguments: List[str], prog: str) -> None:
 def run_text2text(arguments: List[str], prog: str) -> None:
     args, config = parse(text2text_parser(prog), TEXT2TEXT_FLAGS, arguments, "inputs",
                          "inputs (e.g. \"quality: How do I sort a list?\")")
-    for result in prediction.predict_text2text(config, saved_model_loader(config, "t5")):
+    for result in prediction.predict_text2text(config, saved_model_loader(config.model, config.base_model, "t5")):
         if args.json:
             print(json.dumps(result, ensure_ascii=False), flush=True)
         elif "label" in result:
