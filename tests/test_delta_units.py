@@ -143,3 +143,17 @@ def test_merging_folds_the_delta_into_the_base_weights(model_type, method):
     assert {id(v) for v in model.weights} == base_weights  # the base model again, its own weights only
     np.testing.assert_allclose(model(**inputs).logits.numpy(), expected, atol=1e-5)
     assert not np.allclose(expected, tiny_model(model_type)(**inputs).logits.numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["lora", "ia3", "prompt", "prefix", "adapter"])
+def test_a_model_with_a_delta_can_be_backed_up(method, tmp_path):
+    """The trainer's backups are TensorFlow checkpoints of the model: they refuse tracked lists whose items were
+    replaced, which is how adapters were first put into T5's blocks."""
+    import tensorflow as tf
+
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model("t5")
+    method_class(method).of(SETTINGS).apply(model)
+    model(**batch("t5"))
+    assert tf.train.Checkpoint(model=model).write(str(tmp_path / "backup"))

@@ -12,7 +12,7 @@ import numpy as np
 import tf_keras as keras
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.delta.targets import walk
+from mlm_tpu.delta.targets import dense_layers, walk
 
 
 class DeltaMethod:
@@ -77,6 +77,32 @@ class DeltaMethod:
 
     def delta_variables(self) -> list:
         return [variable for layer in self.delta_layers for variable in layer.delta_weights]
+
+
+class WrapsDenseLayers(DeltaMethod):
+    """A method that wraps the Dense layers its targets match (LoRA, IA3), one wrapper per PEFT module name, and
+    can be folded into their kernels."""
+
+    mergeable = True
+    targets_flag: str  # the flag that names the targets, for the message when they match nothing
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.modules: Dict[str, keras.layers.Layer] = {}  # PEFT module name -> its wrapper
+
+    def wrap(self, model, dense: keras.layers.Dense, module: str) -> keras.layers.Layer:
+        raise NotImplementedError
+
+    def apply(self, model) -> None:
+        self.check_model(model)
+        targets = self.settings.targets_for(model.config.model_type)
+        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag):
+            wrapped = self.wrap(model, dense, module)
+            setattr(parent, attribute, wrapped)
+            self.places.append((parent, attribute, wrapped))
+            self.modules[module] = wrapped
+        self.delta_layers = list(self.modules.values())
+        freeze_base(model, self.delta_layers)
 
 
 def freeze_base(model, delta_layers) -> None:

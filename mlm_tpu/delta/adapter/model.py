@@ -33,16 +33,20 @@ class BottleneckAdapters(DeltaMethod):
 
         for stack_name in ("encoder", "decoder"):
             for index, block in enumerate(getattr(model, stack_name).block):
-                last = len(block.layer) - 1
+                # A new list, not items replaced in place: TensorFlow checkpoints (the trainer's backups) refuse a
+                # tracked list whose items were replaced.
+                layers = list(block.layer)
+                last = len(layers) - 1
                 layer = bottleneck()
-                block.layer[last] = AdaptedFeedForward(block.layer[last], layer, fields["original_ln_before"])
+                layers[last] = AdaptedFeedForward(layers[last], layer, fields["original_ln_before"])
                 self.modules[f"{stack_name}.block.{index}.layer.{last}"] = layer
-                self.delta_layers.append(block.layer[last])
+                self.delta_layers.append(layers[last])
                 if fields["mh_adapter"]:
                     layer = bottleneck()
-                    block.layer[0] = AdaptedSelfAttention(block.layer[0], layer)
+                    layers[0] = AdaptedSelfAttention(layers[0], layer)
                     self.modules[f"{stack_name}.block.{index}.layer.0"] = layer
-                    self.delta_layers.append(block.layer[0])
+                    self.delta_layers.append(layers[0])
+                block.layer = layers
         freeze_base(model, self.delta_layers)
 
     def state_dict(self, model) -> Dict[str, np.ndarray]:

@@ -7,32 +7,18 @@ import numpy as np
 
 from mlm_tpu.delta.ia3.config import Ia3Settings, adapter_config
 from mlm_tpu.delta.ia3.layer import Ia3Dense
-from mlm_tpu.delta.method import DeltaMethod, freeze_base
+from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
-from mlm_tpu.delta.targets import dense_layers, matches
+from mlm_tpu.delta.targets import matches
 
 
-class Ia3(DeltaMethod):
+class Ia3(WrapsDenseLayers):
     name = "ia3"
-    mergeable = True
     settings_class = Ia3Settings
+    targets_flag = "--ia3-targets"
 
-    def __init__(self, settings: Ia3Settings):
-        super().__init__(settings)
-        self.modules: Dict[str, Ia3Dense] = {}
-
-    def apply(self, model) -> None:
-        self.check_model(model)
-        model_type = model.config.model_type
-        feedforward = self.settings.feedforward_for(model_type)
-        for parent, attribute, dense, module in dense_layers(model, self.settings.targets_for(model_type),
-                                                             "--ia3-targets"):
-            wrapped = Ia3Dense(dense, feedforward=matches(module, feedforward))
-            setattr(parent, attribute, wrapped)
-            self.places.append((parent, attribute, wrapped))
-            self.modules[module] = wrapped
-        self.delta_layers = list(self.modules.values())
-        freeze_base(model, self.delta_layers)
+    def wrap(self, model, dense, module: str) -> Ia3Dense:
+        return Ia3Dense(dense, feedforward=matches(module, self.settings.feedforward_for(model.config.model_type)))
 
     @staticmethod
     def _pytorch_shape(layer: Ia3Dense, vector: np.ndarray) -> np.ndarray:

@@ -7,30 +7,17 @@ import numpy as np
 
 from mlm_tpu.delta.lora.config import LoraSettings, adapter_config
 from mlm_tpu.delta.lora.layer import LoraDense
-from mlm_tpu.delta.method import DeltaMethod, freeze_base
+from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
-from mlm_tpu.delta.targets import dense_layers
 
 
-class Lora(DeltaMethod):
+class Lora(WrapsDenseLayers):
     name = "lora"
-    mergeable = True
     settings_class = LoraSettings
+    targets_flag = "--lora-targets"
 
-    def __init__(self, settings: LoraSettings):
-        super().__init__(settings)
-        self.modules: Dict[str, LoraDense] = {}
-
-    def apply(self, model) -> None:
-        self.check_model(model)
-        targets = self.settings.targets_for(model.config.model_type)
-        for parent, attribute, dense, module in dense_layers(model, targets, "--lora-targets"):
-            wrapped = LoraDense(dense, self.settings.rank, self.settings.scaling, self.settings.dropout)
-            setattr(parent, attribute, wrapped)
-            self.places.append((parent, attribute, wrapped))
-            self.modules[module] = wrapped
-        self.delta_layers = list(self.modules.values())
-        freeze_base(model, self.delta_layers)
+    def wrap(self, model, dense, module: str) -> LoraDense:
+        return LoraDense(dense, self.settings.rank, self.settings.scaling, self.settings.dropout)
 
     def state_dict(self, model) -> Dict[str, np.ndarray]:
         state = {}
