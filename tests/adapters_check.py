@@ -1,6 +1,6 @@
 """Load a bottleneck-adapter folder with AdapterHub's `adapters` onto its PyTorch base model, and compare logits.
 
-Run by tests/test_delta_pytorch.py with a Python that has torch, transformers 4.57 and adapters (no TensorFlow):
+Run by tests/test_delta_train.py with a Python that has torch, transformers 4.57 and adapters (no TensorFlow):
 `python adapters_check.py ADAPTER BASE CLASS INPUTS.npz` prints one JSON line: versions, the saved keys no
 adapter weight of the model takes (unexpected), the model's adapter weights the file lacks (missing), and the
 largest logit difference from the TensorFlow logits stored in INPUTS.npz.

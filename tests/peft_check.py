@@ -1,7 +1,8 @@
 """Load an adapter folder with PEFT onto its PyTorch base model and compare the logits with TensorFlow's.
 
-Run by tests/test_delta_pytorch.py with a Python that has torch, transformers 5 and peft (no TensorFlow):
-`python peft_check.py ADAPTER BASE CLASS INPUTS.npz` prints one JSON line: versions, the adapter's keys the
+Run by tests/test_delta_train.py with a Python that has torch, transformers 5 and peft (no TensorFlow):
+`python peft_check.py ADAPTER BASE CLASS INPUTS.npz [ADAPTER BASE CLASS INPUTS.npz ...]` prints one JSON line per
+adapter (torch and PEFT load once for all): versions, the adapter's keys the
 model lacks (unexpected) and the model's adapter weights the file lacks (missing), as
 `set_peft_model_state_dict` reports them (`PeftModel.from_pretrained` ignores unexpected keys silently), and the
 largest logit difference from the TensorFlow logits stored in INPUTS.npz with the inputs that made them.
@@ -21,8 +22,7 @@ from safetensors.numpy import load_file
 TUNER_MARKS = ("lora_", "ia3_", "prompt_encoder")
 
 
-def main() -> None:
-    adapter, base, class_name, inputs_path = sys.argv[1:5]
+def check(adapter: str, base: str, class_name: str, inputs_path: str) -> None:
     model_class = getattr(transformers, class_name)
     model = PeftModel.from_pretrained(model_class.from_pretrained(base), adapter).eval()
     checked = PeftModel.from_pretrained(model_class.from_pretrained(base), adapter)
@@ -47,6 +47,12 @@ def main() -> None:
                       "missing": missing, "tensors": len(state),
                       "max_abs_diff": float(np.abs(logits - expected).max()),
                       "change_from_base": float(np.abs(logits - base_logits).max())}))
+
+
+def main() -> None:
+    arguments = sys.argv[1:]
+    for start in range(0, len(arguments), 4):
+        check(*arguments[start:start + 4])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
-"""`python train.py --delta ...` for real: each method on the tiny T5 classifier, LoRA on the tiny RoBERTa; the
-adapter folder as PEFT (AdapterHub) saves it and as PEFT 0.21 / adapters 1.3 load it in PyTorch, killed runs that
-resume bit-identical, and bad input."""
+"""`python train.py --delta ...` for real: each method on the tiny T5 classifier, LoRA on the tiny RoBERTa, each
+trained once (module fixtures) and looked at from every side: the base bit-identical, the adapter folder as PEFT
+(AdapterHub) saves it and as PEFT 0.21 / adapters 1.3 load it in PyTorch, predict / evaluate / export --merge on
+it, and one run killed and resumed bit-identical. What a method does to a model in process (only the delta
+trains, step 0 is the base, Adam holds state for the delta alone) is tests/test_delta_units.py; bad input is in
+tests/test_bad_inputs.py's table."""
 
 import json
 import os
@@ -10,78 +13,133 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train
+from conftest import run_train
 
 pytestmark = pytest.mark.slow  # trains models (the session's fixtures, then the deltas)
 
 METHODS = ("lora", "ia3", "prompt", "prefix", "adapter")
+PEFT_TYPES = {"lora": "LORA", "ia3": "IA3", "prompt": "PROMPT_TUNING", "prefix": "PREFIX_TUNING"}
+DELTA_MARKS = {"lora": ".lora_", "ia3": ".ia3_l", "prompt": "prompt_embeddings", "prefix": "prompt_embeddings",
+               "adapter": ".adapters."}
+STEPS = 8
 CHECKS = Path(__file__).parent
 
 
+def tree(folder: Path) -> dict:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
 def delta_flags(method, quality_shards, base, output_dir, *more):
-    """12 steps of 16 examples from the trained classifier, validated once, the loss logged every step."""
+    """STEPS steps of 16 examples from the trained classifier, validated once, the loss logged every step."""
     return ["--task", "classification", "--delta", method, "--model-name-or-path", base, "--train-dataset",
             quality_shards / "train", "--eval-dataset", quality_shards / "validation", "--learning-rate", "1e-2",
-            "--per-replica-batch-size", 16, "--max-steps", 12, "--logging-steps", 1, "--num-virtual-tokens", 8,
-            "--adapter-reduction", 8, "--output-dir", output_dir, *more]
+            "--per-replica-batch-size", 16, "--max-steps", STEPS, "--logging-steps", 1, "--output-dir", output_dir,
+            *{"prompt": ["--num-virtual-tokens", 8], "prefix": ["--num-virtual-tokens", 8],
+              "adapter": ["--adapter-reduction", 8]}.get(method, []), *more]
 
 
-def mlm_delta_flags(shards, base, output_dir, *more):
+def mlm_lora_flags(shards, base, output_dir):
+    """16 LoRA steps on the tiny RoBERTa, 2 per call into the device, a backup every 4."""
     return ["--task", "mlm", "--delta", "lora", "--model-name-or-path", base, "--train-dataset", shards / "validation",
-            "--eval-dataset", shards / "validation", "--learning-rate", "1e-2", "--per-replica-batch-size", 16,
-            "--num-epochs", 2, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1,
-            "--output-dir", output_dir, *more]
+            "--learning-rate", "1e-2", "--per-replica-batch-size", 16, "--max-steps", 16, "--steps-per-execution", 2,
+            "--backup-steps", 4, "--logging-steps", 1, "--output-dir", output_dir]
 
 
 @pytest.fixture(scope="module")
 def delta_runs(tmp_path_factory, quality_shards, trained_classifier):
-    """Each method trained once: {method: (output folder, run)}; the base's files hashed before and after."""
+    """Each method trained once on the classifier: {method: (output folder, run)}; its files bit-identical after."""
     base = trained_classifier[0]
-    before = (base / "tf_model.h5").read_bytes()
+    before = tree(base)
     runs = {}
     for method in METHODS:
         output_dir = tmp_path_factory.mktemp(f"delta-{method}") / "adapter"
         result = run_train(*delta_flags(method, quality_shards, base, output_dir))
         assert result.returncode == 0, result.stderr[-3000:]
         runs[method] = output_dir, result
-    assert (base / "tf_model.h5").read_bytes() == before
+    assert tree(base) == before
     return runs
 
 
-def step_losses(folder: Path) -> dict:
+@pytest.fixture(scope="module")
+def roberta_lora(tmp_path_factory, shards, trained_mlm):
+    """LoRA on the tiny RoBERTa, uninterrupted; (output folder, run)."""
+    output_dir = tmp_path_factory.mktemp("roberta-lora") / "adapter"
+    before = tree(trained_mlm[0])
+    result = run_train(*mlm_lora_flags(shards, trained_mlm[0], output_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert tree(trained_mlm[0]) == before
+    return output_dir, result
+
+
+def step_losses(folder: Path) -> list:
     from mlm_tpu.training.run_logs import read_scalars
 
-    return read_scalars(str(folder / "logs" / "train"))["loss"]
+    losses = read_scalars(str(folder / "logs" / "train"))["loss"]
+    return [losses[step] for step in sorted(losses)]
+
+
+def adapter_weights(folder: Path) -> dict:
+    from safetensors.numpy import load_file
+
+    name = "adapter.safetensors" if (folder / "adapter.safetensors").is_file() else "adapter_model.safetensors"
+    return load_file(str(folder / name))
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_each_method_saves_the_adapter_as_its_library_does(method, delta_runs):
+def test_each_method_trains_its_delta_alone_and_saves_it_as_its_library_does(method, delta_runs):
     output_dir, result = delta_runs[method]
-    assert f"Delta-tuning with {method}:" in result.stderr and "Epoch 1 validation: accuracy" in result.stderr
+    line = next(line for line in result.stderr.splitlines() if f"Delta-tuning with {method}:" in line)
+    counts = line.split(f"Delta-tuning with {method}: ")[1].split(" parameters")[0]
+    trained, total = (int(number.replace(",", "")) for number in counts.split(" of "))
+    assert 0 < trained < total * 0.05, line
+    assert "Epoch 1 validation: accuracy" in result.stderr
     config = json.loads((output_dir / "adapter_config.json").read_text())
     card = (output_dir / "README.md").read_text()
     if method == "adapter":
-        assert config["config"]["reduction_factor"] == 8 and (output_dir / "adapter.safetensors").is_file()
-        assert "library_name: adapter-transformers" in card
+        assert config["config"]["reduction_factor"] == 8 and "library_name: adapter-transformers" in card
     else:
-        assert config["task_type"] == "SEQ_2_SEQ_LM" and (output_dir / "adapter_model.safetensors").is_file()
-        assert config["peft_type"] == {"lora": "LORA", "ia3": "IA3", "prompt": "PROMPT_TUNING",
-                                       "prefix": "PREFIX_TUNING"}[method]
+        assert config["peft_type"] == PEFT_TYPES[method] and config["task_type"] == "SEQ_2_SEQ_LM"
         assert "library_name: peft" in card
-    assert "trained parameters" in card and (output_dir / "tokenizer.json").is_file()
-    assert not (output_dir / "tf_model.h5").exists()  # the adapter only
+    weights = adapter_weights(output_dir)
+    assert weights and all(DELTA_MARKS[method] in name for name in weights), sorted(weights)[:5]
+    assert sum(array.size for array in weights.values()) == trained  # what trained is what is saved, nothing else
+    assert f"{trained:,} trained parameters" in card and (output_dir / "tokenizer.json").is_file()
+    assert not (output_dir / "tf_model.h5").exists() and not (output_dir / "model.safetensors").exists()
+    assert len(step_losses(output_dir)) == STEPS  # (the loss of 8 batches on a trained classifier is noise: that
+    # each method's loss falls is shown in test_delta_units.py, and on the RoBERTa below)
+
+
+def test_lora_on_a_roberta_trains_and_saves_peft_s_layout(roberta_lora):
+    output_dir, result = roberta_lora
+    config = json.loads((output_dir / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["target_modules"] == ["query", "value"]
+    assert all(".lora_" in name and (".query." in name or ".value." in name) for name in adapter_weights(output_dir))
     losses = step_losses(output_dir)
-    assert len(losses) == 12
+    assert len(losses) == 16 and np.mean(losses[-4:]) < np.mean(losses[:4]), losses
 
 
-def tensorflow_logits(folder: Path, path: Path, base=None) -> None:
-    """The adapter applied to its base in TensorFlow (mlm_tpu's loader): inputs and logits into `path`."""
+def test_a_roberta_lora_killed_and_resumed_ends_bit_identical(roberta_lora, shards, trained_mlm, tmp_path):
+    from test_resume import train_and_kill_after_backup
+
+    resumed = tmp_path / "resumed"
+    train_and_kill_after_backup(mlm_lora_flags(shards, trained_mlm[0], resumed), 8, tmp_path / "killed.log")
+    result = run_train(*mlm_lora_flags(shards, trained_mlm[0], resumed))
+    assert result.returncode == 0 and "Resuming from the backup at step 8" in result.stderr, result.stderr[-3000:]
+    expected, got = adapter_weights(roberta_lora[0]), adapter_weights(resumed)
+    assert expected.keys() == got.keys()
+    for name, value in expected.items():
+        assert np.array_equal(value, got[name]), name  # bit for bit
+    assert step_losses(resumed) == step_losses(roberta_lora[0])
+
+
+def tensorflow_logits(folder: Path, path: Path) -> np.ndarray:
+    """The adapter applied to its base in TensorFlow (mlm_tpu's loader): inputs and logits saved into `path`."""
     import tensorflow as tf
     from transformers import AutoTokenizer
 
     from mlm_tpu.delta.folder import load_adapter
 
-    model, _ = load_adapter(str(folder), base)
+    model, _ = load_adapter(str(folder))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     encoded = tokenizer(["quality: a title\nthe body was excellent", "quality: two\nsloppy words here too"],
                         padding=True, return_tensors="np")
@@ -91,6 +149,7 @@ def tensorflow_logits(folder: Path, path: Path, base=None) -> None:
         inputs["decoder_input_ids"] = np.array([[0, 5, 9], [0, 7, 4]], np.int64)
     logits = model(**{name: tf.constant(value) for name, value in inputs.items()}).logits.numpy()
     np.savez(path, logits=logits, **inputs)
+    return logits
 
 
 def interpreter(variable: str, what: str) -> str:
@@ -101,102 +160,84 @@ def interpreter(variable: str, what: str) -> str:
     return python
 
 
-def run_check(python: str, script: str, *arguments) -> dict:
+def run_check(python: str, script: str, *arguments) -> list:
     result = subprocess.run([python, str(CHECKS / script), *map(str, arguments)], capture_output=True, text=True,
                             timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in result.stdout.strip().splitlines() if line.startswith("{")]
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_pytorch_libraries_load_each_adapter_with_every_key_and_the_same_logits(method, delta_runs, trained_classifier,
-                                                                               tmp_path):
-    if method == "adapter":
-        python, script = interpreter("MLM_TPU_ADAPTERS_PYTHON", "torch, transformers 4.57 and adapters"), \
-            "adapters_check.py"
-    else:
-        python, script = interpreter("MLM_TPU_PYTORCH_PYTHON", "torch, transformers 5 and peft"), "peft_check.py"
-    folder = delta_runs[method][0]
-    tensorflow_logits(folder, tmp_path / "inputs.npz")
-    report = run_check(python, script, folder, trained_classifier[0], "T5ForConditionalGeneration",
-                       tmp_path / "inputs.npz")
+@pytest.fixture(scope="module")
+def peft_reports(delta_runs, roberta_lora, trained_classifier, trained_mlm, tmp_path_factory):
+    """PEFT 0.21 on transformers 5 (PyTorch) loading every PEFT folder, in one process: {name: report}."""
+    python = interpreter("MLM_TPU_PYTORCH_PYTHON", "torch, transformers 5 and peft")
+    folder = tmp_path_factory.mktemp("peft-inputs")
+    cases = {method: (delta_runs[method][0], trained_classifier[0], "T5ForConditionalGeneration")
+             for method in PEFT_TYPES}
+    cases["roberta-lora"] = roberta_lora[0], trained_mlm[0], "RobertaForMaskedLM"
+    arguments = []
+    for name, (adapter, base, class_name) in cases.items():
+        tensorflow_logits(adapter, folder / f"{name}.npz")
+        arguments += [adapter, base, class_name, folder / f"{name}.npz"]
+    return dict(zip(cases, run_check(python, "peft_check.py", *arguments)))
+
+
+@pytest.mark.parametrize("name", [*PEFT_TYPES, "roberta-lora"])
+def test_peft_loads_each_adapter_with_every_key_and_the_same_logits(name, peft_reports):
+    report = peft_reports[name]
     assert report["missing"] == [] and report["unexpected"] == [], report
     assert report["max_abs_diff"] < 1e-4, report
-    if method in ("prompt", "prefix"):
-        assert report["change_from_base"] > 1e-3, report  # PEFT applied the prompt, not silently skipped it
+    assert report["change_from_base"] > 1e-6, report  # the adapter was applied, not silently skipped
 
 
-def test_lora_on_a_roberta_loads_in_peft_with_the_same_logits(trained_mlm, shards, tmp_path):
-    output_dir = tmp_path / "adapter"
-    result = run_train(*mlm_delta_flags(shards, trained_mlm[0], output_dir, "--max-steps", 8))
-    assert result.returncode == 0, result.stderr[-3000:]
-    config = json.loads((output_dir / "adapter_config.json").read_text())
-    assert config["peft_type"] == "LORA" and config["target_modules"] == ["query", "value"]
-    python = interpreter("MLM_TPU_PYTORCH_PYTHON", "torch, transformers 5 and peft")
-    tensorflow_logits(output_dir, tmp_path / "inputs.npz")
-    report = run_check(python, "peft_check.py", output_dir, trained_mlm[0], "RobertaForMaskedLM",
-                       tmp_path / "inputs.npz")
+def test_adapterhub_loads_the_bottleneck_adapters_with_every_key_and_the_same_logits(delta_runs, trained_classifier,
+                                                                                     tmp_path):
+    python = interpreter("MLM_TPU_ADAPTERS_PYTHON", "torch, transformers 4.57 and adapters")
+    folder = delta_runs["adapter"][0]
+    tensorflow_logits(folder, tmp_path / "inputs.npz")
+    [report] = run_check(python, "adapters_check.py", folder, trained_classifier[0], "T5ForConditionalGeneration",
+                         tmp_path / "inputs.npz")
     assert report["missing"] == [] and report["unexpected"] == [] and report["max_abs_diff"] < 1e-4, report
 
 
-def adapter_weights(folder: Path) -> dict:
-    from safetensors.numpy import load_file
+def command(module: str, *arguments) -> str:
+    """Run an mlm-tpu command in this process, as the console script does; its stdout."""
+    import contextlib
+    import io
 
-    name = "adapter.safetensors" if (folder / "adapter.safetensors").is_file() else "adapter_model.safetensors"
-    return load_file(str(folder / name))
+    from mlm_tpu.cli import run_command
 
-
-def assert_same_adapter(resumed: Path, uninterrupted: Path) -> None:
-    expected, got = adapter_weights(uninterrupted), adapter_weights(resumed)
-    assert expected.keys() == got.keys()
-    for name, value in expected.items():
-        assert np.array_equal(value, got[name]), name  # bit for bit
-    assert step_losses(resumed) == step_losses(uninterrupted)
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        run_command(__import__(f"mlm_tpu.cli.{module}", fromlist=["main"]).main, list(map(str, arguments)))
+    return stdout.getvalue()
 
 
-@pytest.mark.parametrize("method", ["lora", "prefix"])
-def test_a_t5_delta_killed_and_resumed_ends_bit_identical(method, quality_shards, trained_classifier, tmp_path):
-    from test_resume import train_and_kill_after_backup
+@pytest.mark.parametrize("method", ["lora", "ia3"])
+def test_export_merge_writes_a_full_model_with_the_adapter_s_outputs(method, delta_runs, tmp_path):
+    import tensorflow as tf
+    from transformers import TFT5ForConditionalGeneration
 
-    def flags(output_dir):
-        return delta_flags(method, quality_shards, trained_classifier[0], output_dir, "--steps-per-execution", 2,
-                           "--backup-steps", 4)
+    from mlm_tpu.model_folder.loading import load_model
 
-    uninterrupted = tmp_path / "uninterrupted"
-    assert run_train(*flags(uninterrupted)).returncode == 0
-    resumed = tmp_path / "resumed"
-    train_and_kill_after_backup(flags(resumed), 4, tmp_path / "killed.log")
-    result = run_train(*flags(resumed))
-    assert result.returncode == 0 and "Resuming from the backup at step" in result.stderr, result.stderr[-3000:]
-    assert_same_adapter(resumed, uninterrupted)
-
-
-def test_a_roberta_lora_killed_and_resumed_ends_bit_identical(trained_mlm, shards, tmp_path):
-    from test_resume import train_and_kill_after_backup
-
-    uninterrupted = tmp_path / "uninterrupted"
-    flags = mlm_delta_flags(shards, trained_mlm[0], uninterrupted, "--max-steps", 16)
-    assert run_train(*flags).returncode == 0
-    resumed = tmp_path / "resumed"
-    train_and_kill_after_backup(mlm_delta_flags(shards, trained_mlm[0], resumed, "--max-steps", 16), 8,
-                                tmp_path / "killed.log")
-    result = run_train(*mlm_delta_flags(shards, trained_mlm[0], resumed, "--max-steps", 16))
-    assert result.returncode == 0 and "Resuming from the backup at step" in result.stderr, result.stderr[-3000:]
-    assert_same_adapter(resumed, uninterrupted)
-    losses = step_losses(uninterrupted)
-    assert np.mean([losses[s] for s in sorted(losses)[-4:]]) < np.mean([losses[s] for s in sorted(losses)[:4]])
+    adapter = delta_runs[method][0]
+    command("export", "--model", adapter, "--merge", "--output-dir", tmp_path / "merged")
+    merged = tmp_path / "merged"
+    assert {"tf_model.h5", "model.safetensors", "README.md", "config.json", "tokenizer.json"} <= set(os.listdir(merged))
+    expected = tensorflow_logits(adapter, tmp_path / "inputs.npz")
+    stored = np.load(tmp_path / "inputs.npz")
+    model = load_model(str(merged), TFT5ForConditionalGeneration)
+    logits = model(**{name: tf.constant(stored[name]) for name in stored.files if name != "logits"}).logits.numpy()
+    assert np.abs(logits - expected).max() < 1e-5
+    assert not any("lora" in weight.name or "ia3" in weight.name for weight in model.weights)
 
 
-def test_bad_delta_input_is_one_line(quality_shards, trained_classifier, trained_mlm, shards, tmp_path):
-    base = trained_classifier[0]
-    assert_user_error(run_train(*delta_flags("lora", quality_shards, base, tmp_path / "a", "--lora-rank", 0)),
-                      "--lora-rank must be at least 1, not 0")
-    assert_user_error(run_train(*delta_flags("lora", quality_shards, base, tmp_path / "b", "--lora-targets", "query")),
-                      "--lora-targets query", "matches no layer of this t5 model")
-    assert_user_error(run_train(*delta_flags("prompt", quality_shards, base, tmp_path / "c",
-                                             "--num-virtual-tokens", 500)),
-                      "48 tokens + 500 virtual tokens are longer than", "lower --num-virtual-tokens")
-    assert_user_error(run_train(*mlm_delta_flags(shards, trained_mlm[0], tmp_path / "d", "--delta", "prefix")),
-                      "--delta prefix does not support roberta models")
-    for folder in "abcd":
-        assert not (tmp_path / folder / "adapter_config.json").exists()
+def test_predict_and_evaluate_take_the_adapter_folder(delta_runs, quality_shards):
+    adapter = delta_runs["lora"][0]
+    best = json.loads((adapter / "best_model.json").read_text())
+    scores = json.loads(command("evaluate", "--model", adapter, "--eval-dataset", quality_shards / "validation",
+                                "--per-replica-batch-size", 16, "--json"))
+    assert scores["accuracy"] == pytest.approx(best["value"])  # the trainer's validation of the same delta
+    [prediction] = [json.loads(line) for line in command("predict", "text2text", "--model", adapter, "--json",
+                                                          "quality: a title\nthe body was excellent").splitlines()]
+    assert prediction["label"] in ("low", "good", "high")
