@@ -72,12 +72,12 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
 
     import_tensorflow()
     quiet_libraries()
-    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tasks import training_task
     from mlm_tpu.training.config import TrainingConfig
     from mlm_tpu.training.trainer import train
 
     config = _config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
-    return train(config, make_task(config.task), callbacks)
+    return train(config, training_task(config), callbacks)
 
 
 def evaluate_model(model: str, eval_dataset: str, **settings):
@@ -95,11 +95,12 @@ def evaluate_model(model: str, eval_dataset: str, **settings):
     from mlm_tpu.training.config import EvaluationConfig
     from mlm_tpu.training.evaluation import evaluate_model as evaluate
 
-    return evaluate(_config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings}),
-                    plug_in_of_saved_model(model))
+    config = _config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings})
+    return evaluate(config, plug_in_of_saved_model(model, config.base_model))
 
 
-def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5) -> List[List[List[dict]]]:
+def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5,
+              base_model: Optional[str] = None) -> List[List[List[dict]]]:
     """For each sentence, for each [MASK] in it, the top-k candidates (`python -m mlm_tpu.predict`).
 
     Example:
@@ -109,9 +110,11 @@ def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5) -> List[List
     """
     from mlm_tpu.console import quiet_libraries
     from mlm_tpu.mlm.fill_mask import FillMaskConfig, fill_mask as fill
+    from mlm_tpu.tasks import saved_model_loader
 
     quiet_libraries()
-    return fill(FillMaskConfig(model, tuple(sentences), top_k))
+    return fill(FillMaskConfig(model, tuple(sentences), top_k, base_model),
+                saved_model_loader(model, base_model, "mlm"))
 
 
 def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dict]:
@@ -119,14 +122,18 @@ def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dic
     trained here, else generated text; one dict per input."""
     from mlm_tpu.console import quiet_libraries
     from mlm_tpu.t5.prediction import Text2TextPredictionConfig, predict_text2text as predict
+    from mlm_tpu.tasks import saved_model_loader
 
     quiet_libraries()
-    return predict(_config(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings}))
+    config = _config(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings})
+    return predict(config, saved_model_loader(model, config.base_model, "t5"))
 
 
 def export_model(model: str, **settings) -> str:
     """Add PyTorch-layout weights (model.safetensors) and a model card to a TensorFlow model folder, into
     `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.
+    With `merge=True`, `model` is a LoRA or IA3 adapter folder, folded into its base (or `base_model`) and written
+    whole into `output_dir`.
 
     Example:
         >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported", overwrite=True)
@@ -136,10 +143,10 @@ def export_model(model: str, **settings) -> str:
 
     import_tensorflow()
     quiet_libraries()
-    from mlm_tpu.model_folder.export import ExportConfig, export_model as export
-    from mlm_tpu.tasks import plug_in_of_saved_model
+    from mlm_tpu.model_folder.export import ExportConfig
+    from mlm_tpu.tasks import export_saved_model
 
-    return export(_config(ExportConfig, {"model": model, **settings}), plug_in_of_saved_model(model))
+    return export_saved_model(_config(ExportConfig, {"model": model, **settings}))
 
 
 def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:

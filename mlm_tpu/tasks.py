@@ -47,23 +47,86 @@ def make_task(name: str):
     return getattr(importlib.import_module(module), attribute)(name)
 
 
+def training_task(config):
+    """The plug-in a training run drives: `config.task`'s, with `config.delta`'s method when delta-tuning."""
+    from mlm_tpu.delta import check_delta_settings
+
+    check_delta_settings(config)
+    task = make_task(config.task)
+    if config.delta is None:
+        return task
+    from mlm_tpu.delta.task import DeltaTask
+
+    return DeltaTask(task, config)
+
+
 def task_of_saved_model(name_or_path: str) -> str:
     """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
-    any other model is a masked LM (loading it will say if it is not)."""
-    from mlm_tpu.model_folder.loading import model_type
+    any other model is a masked LM (loading it will say if it is not). An adapter folder records its base's."""
+    from types import SimpleNamespace
 
+    from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
+    from mlm_tpu.model_folder.loading import model_type
+    from mlm_tpu.model_folder.task_settings import task_settings
+
+    if is_adapter_folder(name_or_path):
+        record = read_delta_record(name_or_path)
+        if record.get("model_type") != "t5":
+            return "mlm"
+        config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
+        return (task_settings(config) or {}).get("task", "generation")
     if model_type(name_or_path) != "t5":
         return "mlm"
     from transformers import AutoConfig
 
-    from mlm_tpu.model_folder.task_settings import task_settings
-
     return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
 
 
-def plug_in_of_saved_model(name_or_path: str):
-    """The plug-in of the task a saved model was trained for (evaluation, export)."""
-    return make_task(task_of_saved_model(name_or_path))
+def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
+    """The plug-in of the task a saved model was trained for (evaluation, prediction, export); for an adapter folder
+    (train.py --delta) one that loads it onto its base model (`base_model`, else the one the folder names)."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+
+    task = make_task(task_of_saved_model(name_or_path))
+    if not is_adapter_folder(name_or_path):
+        if base_model:
+            raise UserError(f"--base-model is for adapter folders (made by train.py --delta); --model {name_or_path} "
+                            "is a whole model: drop --base-model")
+        return task
+    from mlm_tpu.delta.task import SavedAdapterTask
+
+    return SavedAdapterTask(task, name_or_path, base_model)
+
+
+def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str):
+    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text): None (as any saved model)
+    unless it is an adapter folder, whose plug-in loads it onto its base; an adapter for the other family is
+    refused, as its models are."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+
+    task = plug_in_of_saved_model(name_or_path, base_model)
+    if not is_adapter_folder(name_or_path):
+        return None
+    if (task.name == "mlm") != (family == "mlm"):
+        other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
+        raise UserError(f"--model {name_or_path} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "
+                        f"model; run it with {other}")
+    return lambda path, model_class: task.load_saved_model(path, model_class)
+
+
+def export_saved_model(config) -> str:
+    """`mlm-tpu export` (an ExportConfig): a model folder gets its PyTorch weights and card; an adapter folder with
+    --merge is folded into its base (mlm_tpu/delta/merge.py)."""
+    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.model_folder.export import export_model
+
+    if config.merge or is_adapter_folder(config.model):
+        from mlm_tpu.delta.merge import export_merged
+
+        return export_merged(config, plug_in_of_saved_model(config.model, config.base_model))
+    if config.base_model:
+        raise UserError("--base-model goes with --merge (an adapter folder's base); drop it")
+    return export_model(config, plug_in_of_saved_model(config.model))
 
 
 def plug_in_of_split(kind: str):

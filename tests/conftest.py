@@ -129,10 +129,9 @@ def quality_rows(words, count, seed):
     return rows
 
 
-@pytest.fixture(scope="session")
-def t5_data(tmp_path_factory, wikitext_path):
-    """A T5 tokenizer (trained by the real command on WikiText and the task's text) and the classification rows."""
-    folder = tmp_path_factory.mktemp("t5-data")
+def make_t5_data(folder: Path, wikitext_path: Path) -> SimpleNamespace:
+    """The classification rows (quality-train/validation.jsonl) and a T5 tokenizer trained by the real command on
+    WikiText and the task's text, in `folder` (also benchmarks/delta_tuning.py's)."""
     counts = Counter(w for w in wikitext_path.read_text(encoding="utf-8").split() if w.isalpha() and w.islower())
     words = sorted(word for word, _ in counts.most_common(400) if word not in CLASSES.values())
     splits = {"train": quality_rows(words, 600, seed=1), "validation": quality_rows(words, 150, seed=2)}
@@ -148,6 +147,12 @@ def t5_data(tmp_path_factory, wikitext_path):
                         "--vocab-size", "3000", "--output-dir", str(tokenizer_dir))
     assert result.returncode == 0, result.stderr
     return SimpleNamespace(folder=folder, tokenizer=tokenizer_dir, words=words)
+
+
+@pytest.fixture(scope="session")
+def t5_data(tmp_path_factory, wikitext_path):
+    """A T5 tokenizer (trained by the real command on WikiText and the task's text) and the classification rows."""
+    return make_t5_data(tmp_path_factory.mktemp("t5-data"), wikitext_path)
 
 
 def shard_text2text(tokenizer, files, output_dir, split, *flags):
@@ -169,27 +174,33 @@ def quality_shards(t5_data, tmp_path_factory):
     return output_dir
 
 
+def write_copy_rows(path: Path, words: List[str], tokenizer, count: int, seed: int) -> Path:
+    """A CSV of the copy task: a source of filler words around a two-word span (a word of one set, then one of
+    another), the span as the target; words the tokenizer keeps whole."""
+    from transformers import AutoTokenizer
+
+    pieces = AutoTokenizer.from_pretrained(tokenizer)
+    whole = [w for w in words if len(w) > 2 and len(pieces(w, add_special_tokens=False)["input_ids"]) == 1]
+    first, second, filler = whole[:10], whole[10:20], whole[20:60]
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["source", "target"])
+        for _ in range(count):
+            chosen = rng.choices(filler, k=rng.randint(3, 7))
+            span = [rng.choice(first), rng.choice(second)]
+            at = rng.randint(0, len(chosen))
+            writer.writerow([" ".join(chosen[:at] + span + chosen[at:]), " ".join(span)])
+    return path
+
+
 @pytest.fixture(scope="session")
 def copy_shards(t5_data, tmp_path_factory):
     """A generation task from CSV files: copy the two-word span (a word of one set, then one of another) out of
     filler words."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(t5_data.tokenizer)
-    whole = [w for w in t5_data.words if len(w) > 2 and len(tokenizer(w, add_special_tokens=False)["input_ids"]) == 1]
-    first, second, filler = whole[:10], whole[10:20], whole[20:60]
     output_dir = tmp_path_factory.mktemp("copy-shards")
     for split, count, seed in (("train", 2000, 3), ("validation", 100, 4)):
-        rng = random.Random(seed)
-        path = t5_data.folder / f"copy-{split}.csv"
-        with open(path, "w", encoding="utf-8", newline="") as stream:
-            writer = csv.writer(stream)
-            writer.writerow(["source", "target"])
-            for _ in range(count):
-                words = rng.choices(filler, k=rng.randint(3, 7))
-                span = [rng.choice(first), rng.choice(second)]
-                at = rng.randint(0, len(words))
-                writer.writerow([" ".join(words[:at] + span + words[at:]), " ".join(span)])
+        path = write_copy_rows(t5_data.folder / f"copy-{split}.csv", t5_data.words, t5_data.tokenizer, count, seed)
         shard_text2text(t5_data.tokenizer, [path], output_dir, split, "--input-column", "source", "--target-column",
                         "target", "--source-prefix", "copy:", "--max-length", 16, "--max-target-length", 4,
                         "--shard-size", 1000)

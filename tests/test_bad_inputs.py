@@ -412,6 +412,86 @@ def loss_turns_nan(inputs):
     return train_flags(inputs, None, "--config-overrides", "initializer_range=1e30")
 
 
+# --- delta-tuning: train --delta, and the adapter folders predict, evaluate and export take ------------------------
+
+def delta_flags(inputs: Inputs, method: str, *extra: str, base: str = "t5-classifier") -> List[str]:
+    """One step of --delta `method` on a model made by mlm_tpu 0.2 (the T5 classifier, or the RoBERTa)."""
+    t5 = base == "t5-classifier"
+    return ["--task", "classification" if t5 else "mlm", "--delta", method, "--model-name-or-path",
+            str(FIXTURES / base), "--train-dataset", str(FIXTURES / ("t5-shards" if t5 else "shards") / "train"),
+            "--per-replica-batch-size", "4", "--max-steps", "1", "--output-dir", str(inputs.tmp / "adapter"), *extra]
+
+
+def adapter_folder(inputs: Inputs, method: str, base: str) -> Path:
+    """An adapter folder as train.py --delta writes it (its record and tokenizer), for the base `base`."""
+    from mlm_tpu.delta.folder import DELTA_RECORD
+
+    folder = inputs.tmp / f"{method}-adapter"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(FIXTURES / "t5-classifier" / name, folder / name)
+    (folder / DELTA_RECORD).write_text(json.dumps({
+        "delta": method, "settings": {}, "base_model_name_or_path": base, "model_type": "t5",
+        "architecture": "T5ForConditionalGeneration", "task_specific_params": None}))
+    return folder
+
+
+@row("train", "--delta prefix does not support roberta models", absent=("adapter",))
+def delta_on_a_model_type_it_does_not_support(inputs):
+    return delta_flags(inputs, "prefix", base="roberta")
+
+
+@row("train", "--lora-targets query", "matches no layer of this t5 model", absent=("adapter",))
+def lora_targets_matching_no_layer(inputs):
+    return delta_flags(inputs, "lora", "--lora-targets", "query")
+
+
+@row("train", "--lora-rank", "at least 1", absent=("adapter",))
+def lora_rank_zero(inputs):
+    return delta_flags(inputs, "lora", "--lora-rank", "0")
+
+
+@row("train", "16 tokens + 500 virtual tokens are longer than", "(512 tokens)", "lower --num-virtual-tokens",
+     absent=("adapter",))
+def prompt_tuning_past_the_model_s_length(inputs):
+    return delta_flags(inputs, "prompt", "--num-virtual-tokens", "500")
+
+
+@row("train", "--lora-rank is a setting of --delta lora, not of --delta ia3", absent=("adapter",))
+def another_method_s_setting(inputs):
+    return delta_flags(inputs, "ia3", "--lora-rank", "4")
+
+
+@row("predict", "for the base model", "gone-base", "not there", "--base-model")
+def predict_with_an_adapter_whose_base_is_missing(inputs):
+    folder = adapter_folder(inputs, "lora", str(inputs.tmp / "gone-base"))
+    return ["text2text", "--model", str(folder), "rate: some words"]
+
+
+@row("evaluate", "for the base model", "gone-base", "not there", "--base-model")
+def evaluate_an_adapter_whose_base_is_missing(inputs):
+    folder = adapter_folder(inputs, "lora", str(inputs.tmp / "gone-base"))
+    return ["--model", str(folder), "--eval-dataset", str(FIXTURES / "t5-shards" / "validation")]
+
+
+@row("export", "for the base model", "gone-base", "not there", "--base-model", absent=("merged",))
+def merge_an_adapter_whose_base_is_missing(inputs):
+    folder = adapter_folder(inputs, "ia3", str(inputs.tmp / "gone-base"))
+    return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
+
+
+@row("export", "prompt tuning", "cannot be folded", "only lora and ia3", absent=("merged",))
+def merge_prompt_tuning(inputs):
+    folder = adapter_folder(inputs, "prompt", str(FIXTURES / "t5-classifier"))
+    return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
+
+
+@row("evaluate", "--base-model is for adapter folders", "drop --base-model")
+def base_model_for_a_whole_model(inputs):
+    return ["--model", str(FIXTURES / "t5-classifier"), "--base-model", "t5-small", "--eval-dataset",
+            str(FIXTURES / "t5-shards" / "validation")]
+
+
 # --- output folders: a command writes only what it made, and replaces only what mlm_tpu wrote (output_dir.py) ------
 
 def a_corpus(inputs: Inputs) -> str:

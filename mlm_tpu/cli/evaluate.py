@@ -24,7 +24,11 @@ FLAGS = ConfigFlags(EvaluationConfig)
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--model", "--model-name-or-path", required=True,
-              help="The trained model: `python train.py`'s --output-dir, a save_pretrained folder or a Hub name.")
+              help="The trained model: `python train.py`'s --output-dir, a save_pretrained folder or a Hub name; "
+                   "or an adapter folder (`train.py --delta`), run on its base model.")
+    FLAGS.add(parser, "--base-model",
+              help="An adapter folder's base model (a folder or Hub name), in place of the one its adapter_config.json "
+                   "names (base_model_name_or_path).")
     FLAGS.add(parser, "--eval-dataset", required=True, help="Folder (local or gs://) of shards to evaluate on.")
     FLAGS.add(parser, "--max-length", type=int,
               help="Tokens per example; checked against the shards (default: what the shards hold).")
@@ -47,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ev
     from mlm_tpu.tasks import plug_in_of_saved_model
     from mlm_tpu.training.evaluation import evaluate_model
 
-    result = evaluate_model(config, plug_in_of_saved_model(config.model))
+    result = evaluate_model(config, plug_in_of_saved_model(config.model, config.base_model))
     if args.json:
         print(json.dumps({"model": config.model, "eval_dataset": config.eval_dataset, "task": result.task,
                           "seed": config.seed, "per_replica_batch_size": config.per_replica_batch_size,

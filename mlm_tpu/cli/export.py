@@ -24,12 +24,18 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ex
     FLAGS.add(parser, "--overwrite", action="store_true",
               help="Replace what an earlier mlm_tpu command wrote there (an earlier export, the trainer's weights and "
                    "card). A file mlm_tpu did not write (or that was changed since) is never replaced, even so.")
+    FLAGS.add(parser, "--merge", action="store_true",
+              help="--model is a LoRA or IA3 adapter folder (`train.py --delta lora|ia3`): fold the delta into its "
+                   "base model's weights and write the full model (tf_model.h5, model.safetensors, card) into "
+                   "--output-dir (required). Prompt, prefix and bottleneck adapters add to the model: not mergeable.")
+    FLAGS.add(parser, "--base-model",
+              help="With --merge: the adapter's base model, in place of the one its adapter_config.json names.")
     FLAGS.add(parser, "--hub-model-id", help="Then push the exported folder to this 🤗 Hub repo (e.g. me/my-model).")
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    from mlm_tpu.tasks import plug_in_of_saved_model
+    from mlm_tpu.tasks import export_saved_model
 
-    export.export_model(config, plug_in_of_saved_model(config.model))
+    export_saved_model(config)

@@ -17,6 +17,7 @@ from mlm_tpu.mlm import fill_mask
 from mlm_tpu.mlm.fill_mask import FillMaskConfig, Predictions
 from mlm_tpu.t5 import prediction
 from mlm_tpu.t5.prediction import Text2TextPredictionConfig
+from mlm_tpu.tasks import saved_model_loader
 
 FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
 TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
@@ -40,7 +41,11 @@ def texts_parser(prog: str, description: str, texts_field: str, metavar: str, te
     parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
     parser.add_argument(texts_field, nargs="*", metavar=metavar, help=texts_help)
-    flags.add(parser, "--model", "--model-name-or-path", required=True, help=model_help)
+    flags.add(parser, "--model", "--model-name-or-path", required=True,
+              help=model_help + " An adapter folder (`train.py --delta`) runs on its base model.")
+    flags.add(parser, "--base-model",
+              help="An adapter folder's base model (a folder or Hub name), in place of the one its adapter_config.json "
+                   "names (base_model_name_or_path).")
     return parser
 
 
@@ -92,7 +97,7 @@ def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[s
 def run_fill_mask(arguments: List[str], prog: str) -> None:
     args, config = parse(fill_mask_parser(prog), FILL_MASK_FLAGS, arguments, "sentences",
                          "sentences with [MASK] where a word is missing")
-    for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config)):
+    for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config, saved_model_loader(config.model, config.base_model, "mlm"))):
         if args.json:
             print(json.dumps({"sentence": sentence, "predictions": predictions}, ensure_ascii=False), flush=True)
         else:
@@ -102,7 +107,7 @@ def run_fill_mask(arguments: List[str], prog: str) -> None:
 def run_text2text(arguments: List[str], prog: str) -> None:
     args, config = parse(text2text_parser(prog), TEXT2TEXT_FLAGS, arguments, "inputs",
                          "inputs (e.g. \"quality: How do I sort a list?\")")
-    for result in prediction.predict_text2text(config):
+    for result in prediction.predict_text2text(config, saved_model_loader(config.model, config.base_model, "t5")):
         if args.json:
             print(json.dumps(result, ensure_ascii=False), flush=True)
         elif "label" in result:

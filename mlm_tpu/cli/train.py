@@ -19,7 +19,7 @@ from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
-from mlm_tpu.tasks import TASKS, make_task, task_from_head
+from mlm_tpu.tasks import TASKS, task_from_head
 from mlm_tpu.training.config import MAX_SEED, OPTIMIZERS, SCHEDULES, TrainingConfig
 from mlm_tpu.training.multi_worker import check_cluster
 
@@ -124,7 +124,7 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "hidden_dropout_prob=0,num_hidden_layers=4.")
     FLAGS.add(model, "--model-name-or-path",
               help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name "
-                   "such as t5-small or google/t5-v1_1-base).")
+                   "such as t5-small or google/t5-v1_1-base); with --delta (any task), the frozen base model.")
     FLAGS.add(model, "--per-replica-batch-size", type=int, help="Examples per replica per step (default: 8).")
     FLAGS.add(model, "--num-epochs", type=int, help="Passes over the training shards (default: 1).")
     FLAGS.add(model, "--max-steps", type=int, help="Stop after this many steps in all (default: the epochs').")
@@ -145,6 +145,30 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="--lr-schedule linear: share of steps warming up, unless --warmup-steps (default: 0.05).")
     FLAGS.add(model, "--warmup-steps", type=int,
               help="Warm-up steps (default: --warmup-ratio's with linear, 10,000 with rsqrt, as T5's).")
+
+    delta = parser.add_argument_group(
+        "delta-tuning", "Train a small delta on the frozen --model-name-or-path instead of every weight; the output "
+        "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters).")
+    FLAGS.add(delta, "--delta", choices=("lora", "ia3", "prompt", "prefix", "adapter"),
+              help="lora: low-rank updates beside chosen layers. ia3: learned scaling of keys, values and the "
+                   "feed-forward. prompt: virtual tokens before the input. prefix: virtual keys and values in T5's "
+                   "decoder self-attention. adapter: bottleneck MLPs after the feed-forward (and attention).")
+    FLAGS.add(delta, "--lora-rank", type=int, help="LoRA: rank r of the update (default: 8).")
+    FLAGS.add(delta, "--lora-alpha", type=float, help="LoRA: the update is scaled by alpha / r (default: 16).")
+    FLAGS.add(delta, "--lora-dropout", type=float, help="LoRA: dropout on the update's input (default: 0).")
+    FLAGS.add(delta, "--lora-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
+              help="LoRA: comma-separated module names, matched as PEFT matches target_modules (default as PEFT's: "
+                   "q,v for T5, query,value for RoBERTa).")
+    FLAGS.add(delta, "--use-rslora", action="store_true", help="LoRA: scale by alpha / sqrt(r) (rank-stabilized).")
+    FLAGS.add(delta, "--ia3-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
+              help="IA3: comma-separated module names (default as PEFT's: k,v,wo for T5 with wo the feed-forward; "
+                   "key,value,output.dense for RoBERTa).")
+    FLAGS.add(delta, "--num-virtual-tokens", type=int, help="Prompt and prefix tuning: virtual tokens (default: 20).")
+    FLAGS.add(delta, "--adapter-kind", choices=("pfeiffer", "houlsby"),
+              help="Bottleneck adapters: pfeiffer (after each feed-forward) or houlsby (after attention too) "
+                   "(default: pfeiffer).")
+    FLAGS.add(delta, "--adapter-reduction", type=int,
+              help="Bottleneck adapters: hidden size / bottleneck size (default: 16).")
 
     output = parser.add_argument_group("output")
     FLAGS.add(output, "--output-dir",
@@ -182,6 +206,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     check_cluster(config.hardware)  # TF_CONFIG, before TensorFlow loads
     import_tensorflow(args.verbose)  # after the flags are checked: TensorFlow takes seconds to load
     quiet_libraries(args.verbose)
+    from mlm_tpu.tasks import training_task
     from mlm_tpu.training.trainer import train
 
-    train(config, make_task(config.task))
+    train(config, training_task(config))

@@ -5,7 +5,7 @@ model's own mask token is; a sentence may hold several masks (each is predicted 
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError
@@ -54,10 +54,12 @@ class FillMaskConfig:
     model: str  # train.py's --output-dir, a save_pretrained folder or a Hub name
     sentences: Tuple[str, ...]  # each with [MASK] (or <mask>) where a word is missing
     top_k: int = setting(5, low=1)  # candidates per mask
+    base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
 
 
-def fill_mask(config: FillMaskConfig) -> List[Predictions]:
-    """For each sentence, for each mask in it, the top-k candidates: {token, token_str, score, sequence}."""
+def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
+    """For each sentence, for each mask in it, the top-k candidates: {token, token_str, score, sequence}.
+    `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained)."""
     from transformers import TFAutoModelForMaskedLM, pipeline
 
     from mlm_tpu.mlm.presets import longest_input
@@ -67,7 +69,7 @@ def fill_mask(config: FillMaskConfig) -> List[Predictions]:
     if model_type(config.model) == "t5":
         raise UserError(f"--model {config.model} is a T5 model, which does not fill masks; use "
                         "`python -m mlm_tpu.predict text2text --model ...`")
-    model, tokenizer = load_pretrained(config.model, TFAutoModelForMaskedLM)
+    model, tokenizer = (load or load_pretrained)(config.model, TFAutoModelForMaskedLM)
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]

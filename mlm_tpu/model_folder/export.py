@@ -36,6 +36,8 @@ class ExportConfig:
     output_dir: Optional[str] = None  # where the exported folder goes (None: into `model` itself)
     hub_model_id: Optional[str] = None  # push the exported folder to this Hub repo
     overwrite: bool = False  # replace what an earlier mlm_tpu command wrote there (never a file it did not write)
+    merge: bool = False  # `model` is a LoRA or IA3 adapter folder: fold it into its base, write the full model
+    base_model: Optional[str] = None  # with merge: the adapter's base (None: the one its adapter_config.json names)
 
 
 def pytorch_class_name(config: dict, folder: str) -> str:

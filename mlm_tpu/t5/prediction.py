@@ -31,6 +31,7 @@ class Text2TextPredictionConfig:
     max_length: Optional[int] = setting(None, low=1)  # input tokens (None: the training length)
     max_new_tokens: Optional[int] = setting(None, low=1)  # generation (None: the training setting, else 32)
     batch_size: int = setting(16, low=1)  # inputs run together
+    base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
 
 
 def encode_inputs(tokenizer, texts: Sequence[str], max_length: int) -> Dict[str, np.ndarray]:
@@ -72,8 +73,10 @@ def generate(model, tokenizer, encoded, batch_size: int, max_new_tokens: int) ->
     return tokenizer.batch_decode(tokens[:len(encoded["input_ids"])], skip_special_tokens=True)
 
 
-def predict_text2text(config: Text2TextPredictionConfig) -> List[Dict[str, object]]:
-    """For each input: {"input", "label", "scores": {label: probability}} (classification) or {"input", "output"}."""
+def predict_text2text(config: Text2TextPredictionConfig, load=None) -> List[Dict[str, object]]:
+    """For each input: {"input", "label", "scores": {label: probability}} (classification) or {"input", "output"}.
+    `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained; an adapter
+    folder's plug-in loads its base with the delta, mlm_tpu/delta)."""
     from transformers import TFT5ForConditionalGeneration
 
     from mlm_tpu.model_folder.loading import load_pretrained, model_type
@@ -84,7 +87,7 @@ def predict_text2text(config: Text2TextPredictionConfig) -> List[Dict[str, objec
     if model_type(config.model) not in (None, "t5"):
         raise UserError(f"--model {config.model} is a {model_type(config.model)} model, not a T5 one; "
                         "fill its masks with `python -m mlm_tpu.predict --model ...`")
-    model, tokenizer = load_pretrained(config.model, TFT5ForConditionalGeneration)
+    model, tokenizer = (load or load_pretrained)(config.model, TFT5ForConditionalGeneration)
     trained = task_settings(model.config) or {}
     task = config.task or trained.get("task", "generation")
     texts = list(config.inputs)

@@ -82,6 +82,17 @@ class TrainingConfig:
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
     max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
     metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
+    # delta-tuning (mlm_tpu/delta): train a small delta on a frozen --model-name-or-path, saved as PEFT saves it
+    delta: Optional[str] = None  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
+    lora_rank: int = setting(8, low=1)  # LoRA: the rank r of B·A
+    lora_alpha: float = setting(16.0, low=0, low_open=True)  # LoRA: the update is scaled by alpha / r
+    lora_dropout: float = setting(0.0, low=0, high=1, high_open=True)  # LoRA: dropout on the LoRA path's input
+    lora_targets: Optional[Tuple[str, ...]] = None  # LoRA: module names (None: PEFT's for the model type)
+    use_rslora: bool = False  # LoRA: scale by alpha / sqrt(r) (rank-stabilized LoRA)
+    ia3_targets: Optional[Tuple[str, ...]] = None  # IA3: module names (None: PEFT's for the model type)
+    num_virtual_tokens: int = setting(20, low=1)  # prompt and prefix tuning: virtual tokens
+    adapter_kind: str = "pfeiffer"  # bottleneck adapters: pfeiffer (after the feed-forward) | houlsby (also attention)
+    adapter_reduction: int = setting(16, low=1)  # bottleneck adapters: hidden size / bottleneck size
     # the training loop and its outputs
     steps_per_execution: int = setting(1, low=1, changes_result=False)  # steps per call into the device (TPUs: 100s)
     # compile each replica's training step with XLA (None: on with GPUs, off on CPUs; TPUs always compile)
@@ -108,6 +119,7 @@ class EvaluationConfig:
 
     model: str  # the trained model: train.py's --output-dir, a save_pretrained folder or a Hub name
     eval_dataset: str  # folder (local or gs://) of shards to evaluate on
+    base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
     max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
     per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change  # masks depend on it: compare runs made with the same
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)

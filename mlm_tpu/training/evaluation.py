@@ -116,8 +116,7 @@ class EvaluationResult:
 
 def evaluate_model(config: EvaluationConfig, task: Task) -> EvaluationResult:
     """Score a saved model on shards the way its task's validation does (`task`: the plug-in of the task the model
-    was trained for, mlm_tpu.tasks.plug_in_of_saved_model)."""
-    from mlm_tpu.model_folder.loading import load_pretrained
+    was trained for, mlm_tpu.tasks.plug_in_of_saved_model, which also loads it: an adapter folder on its base)."""
     from mlm_tpu.training.hardware import set_up
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
 
@@ -125,7 +124,7 @@ def evaluate_model(config: EvaluationConfig, task: Task) -> EvaluationResult:
     strategy = set_up(config.hardware)
     shards = find_shards(config.eval_dataset, task.shard_kind, task.features(config.max_length, None), "--eval-dataset")
     with strategy.scope():
-        model, tokenizer = load_pretrained(config.model, task.model_class)
+        model, tokenizer = task.load_saved_model(config.model)
     check_tokenizer(shards, tokenizer, "--eval-dataset", f"the tokenizer of --model {config.model}")
     task.prepare_evaluation(config, model, tokenizer, shards)
     validation = task.validation(strategy, model, tokenizer, shards, config.per_replica_batch_size, config.seed,

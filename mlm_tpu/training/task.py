@@ -105,3 +105,22 @@ class Task:
     def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""
         return None
+
+    def load_saved_model(self, name_or_path: str, model_class=None, flag: str = "--model"):
+        """(model, tokenizer) of a saved model of this task (an adapter folder's plug-in loads its base with the
+        delta applied: mlm_tpu/delta); `model_class` defaults to the task's."""
+        from mlm_tpu.model_folder.loading import load_pretrained
+
+        return load_pretrained(name_or_path, model_class or self.model_class, flag)
+
+    def save_model(self, folder: str, model, tokenizer, facts, records: Dict[str, dict], name: str) -> None:
+        """Save the trained model into `folder` (a delta-tuning plug-in saves only its delta: mlm_tpu/delta)."""
+        from mlm_tpu.model_folder.saving import save_model_folder
+
+        save_model_folder(folder, model, tokenizer, facts, records, name)
+
+    def write_card(self, folder: str, facts, name: str, has_loss_plot: bool) -> None:
+        """Write the model card of what `save_model` saved (again, once the loss plot is drawn)."""
+        from mlm_tpu.model_folder.card import write_model_card
+
+        write_model_card(folder, facts, name, has_loss_plot=has_loss_plot)

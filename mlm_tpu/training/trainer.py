@@ -32,8 +32,8 @@ from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
-from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, write_model_card
-from mlm_tpu.model_folder.saving import check_training_output_dir, save_model_folder
+from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
+from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
@@ -468,9 +468,8 @@ class _Loop:
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        save_model_folder(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
-                          {RUN_INFO_FILE: self.run_info, **(records or {})},
-                          self.card_name)
+        self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
+                             {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
     def draw_loss_plot(self) -> None:
         """loss.png in the output folder, and the card showing it (for the Hub's page too)."""
@@ -482,10 +481,10 @@ class _Loop:
             log(f"No loss plot: {error}")
             return
         if self.saved_card:
-            write_model_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
+            self.task.write_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
 def train(config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
     """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
-    `task` is the plug-in of config.task (mlm_tpu.tasks.make_task), handed in: the trainer imports no task."""
+    `task` is the plug-in of config.task (mlm_tpu.tasks.training_task), handed in: the trainer imports no task."""
     return Trainer(config, task, callbacks).run()

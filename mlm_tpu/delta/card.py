@@ -1,0 +1,63 @@
+"""The model card (README.md) of an adapter folder, as PEFT's `save_pretrained` starts it: `library_name: peft`
+(AdapterHub's `adapter-transformers` for bottleneck adapters), the base model, then the method, how much of the
+model trained, the validation figures, the loss plot, and how to load it in PyTorch and with mlm_tpu."""
+
+import os
+from typing import List
+
+from mlm_tpu.model_folder.card import LOSS_PLOT
+METHOD_NAMES = {"lora": "LoRA", "ia3": "(IA)³", "prompt": "prompt tuning", "prefix": "prefix tuning",
+                "adapter": "bottleneck adapters"}
+
+
+def trained_parameters(method) -> int:
+    return sum(int(variable.shape.num_elements()) for variable in method.delta_variables())
+
+
+def _usage(method, base_model: str, name: str) -> List[str]:
+    if method.name == "adapter":
+        return ["## Use it", "", "With AdapterHub's `adapters` (transformers 4.57, PyTorch):", "", "```python",
+                "import adapters", "from transformers import AutoModelForSeq2SeqLM", "",
+                f'model = AutoModelForSeq2SeqLM.from_pretrained("{base_model}")', "adapters.init(model)",
+                f'model.load_adapter("{name}", set_active=True)', "```"]
+    return ["## Use it", "", "With PEFT (PyTorch):", "", "```python", "from peft import PeftModel",
+            "from transformers import AutoModel", "",
+            f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task',
+            f'model = PeftModel.from_pretrained(base, "{name}")', "```", "",
+            f"or with mlm_tpu: `mlm-tpu predict ... --model {name}` (the base model is read from "
+            "`base_model_name_or_path`; `--base-model` overrides it), `mlm-tpu export --merge`"
+            + (" folds it into a full model." if method.name in ("lora", "ia3") else ".")]
+
+
+def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: bool) -> str:
+    from huggingface_hub import ModelCard, ModelCardData
+
+    library = "adapter-transformers" if method.name == "adapter" else "peft"
+    data = ModelCardData(library_name=library, base_model=base_model if not os.path.isabs(base_model) else None,
+                         tags=["mlm_tpu", method.name, facts.model_type, facts.task, "delta-tuning"])
+    trained = trained_parameters(method)
+    total = facts.parameters
+    lines = [f"# {name}", "", f"A {METHOD_NAMES[method.name]} adapter for `{base_model}` ({facts.task}), trained "
+             "with mlm_tpu on TensorFlow: the base model's weights stayed frozen.", "", "## How it was made", "",
+             f"- **Base model**: {base_model} ({facts.architecture})",
+             f"- **Method**: {METHOD_NAMES[method.name]}: {trained:,} trained parameters, {trained / total:.3%} of "
+             f"{total:,}"]
+    if facts.steps:
+        lines.append(f"- **Training**: {facts.steps:,} steps" + (f" (epoch {facts.epoch} saved)" if facts.epoch
+                                                                   else ""))
+    if facts.validation:
+        lines += ["", "## Validation", "", "| " + " | ".join(facts.validation) + " |",
+                  "|" + " --- |" * len(facts.validation),
+                  "| " + " | ".join(f"{value:.4f}" for value in facts.validation.values()) + " |"]
+    if has_loss_plot:
+        lines += ["", "## Loss", "", f"![training and validation loss]({LOSS_PLOT})"]
+    body = "\n".join(lines + [""] + _usage(method, base_model, name)) + "\n"
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content
+
+
+def write_adapter_card(folder: str, method, facts, base_model: str, name: str, has_loss_plot: bool) -> None:
+    """README.md, atomically and recorded in the folder's record (mlm_tpu/output_dir.py)."""
+    from mlm_tpu.output_dir import write_file
+
+    write_file(os.path.join(folder, "README.md"),
+               adapter_card_text(method, facts, base_model, name, has_loss_plot).encode())

@@ -1,0 +1,76 @@
+"""The adapter folder: what PEFT's `save_pretrained` writes (`adapter_config.json`, `adapter_model.safetensors`
+with PEFT's key names), or AdapterHub's files for bottleneck adapters, plus the tokenizer, a model card, the
+trainer's records and `mlm_tpu_delta.json` (the base model's task settings, so predict and evaluate run the
+adapter as it was trained). Written with numpy and safetensors, no PyTorch; through a staging folder."""
+
+import dataclasses
+import os
+from typing import Dict, Optional
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
+
+DELTA_RECORD = "mlm_tpu_delta.json"
+
+
+def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, facts, records: Optional[Dict],
+                        name: str) -> None:
+    from safetensors.numpy import save_file
+
+    from mlm_tpu.delta.card import LOSS_PLOT, write_adapter_card
+
+    with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
+        save_file(method.state_dict(model), os.path.join(staging, method.weights_file), metadata={"format": "pt"})
+        write_json(os.path.join(staging, method.config_file), method.adapter_config(model, base_model))
+        write_json(os.path.join(staging, DELTA_RECORD), {
+            "delta": method.name, "settings": dataclasses.asdict(method.settings),
+            "base_model_name_or_path": base_model, "model_type": model.config.model_type,
+            "architecture": type(model).__name__.removeprefix("TF"),
+            "task_specific_params": model.config.task_specific_params})
+        tokenizer.save_pretrained(staging)
+        for record, payload in (records or {}).items():
+            write_json(os.path.join(staging, record), payload)
+        write_adapter_card(staging, method, facts, base_model, name,
+                           has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))
+
+
+def is_adapter_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, DELTA_RECORD))
+
+
+def read_delta_record(path: str) -> dict:
+    return read_json(os.path.join(path, DELTA_RECORD), f"{path}'s {DELTA_RECORD}", "train the adapter again")
+
+
+def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--model"):
+    """(model, method): the base model (`base_model`, else the one the folder names) with the folder's delta
+    applied and its weights loaded, and the task settings it was trained with."""
+    import transformers
+    from safetensors.numpy import load_file
+
+    from mlm_tpu.delta import method_class
+    from mlm_tpu.model_folder.loading import load_model
+
+    record = read_delta_record(folder)
+    base = base_model or record["base_model_name_or_path"]
+    if not base_model and os.path.isabs(base) and not os.path.isdir(base):
+        raise UserError(f"{flag} {folder} is an adapter for the base model {base}, which is not there; give the "
+                        "base model with --base-model")
+    model = load_model(base, getattr(transformers, "TF" + record["architecture"]),
+                       "--base-model" if base_model else f"{flag} {folder}'s base model")
+    model.build_in_name_scope()
+    method = method_class(record["delta"]).from_record(record["settings"])
+    method.apply(model)
+    weights = os.path.join(folder, method.weights_file)
+    if not os.path.isfile(weights):
+        raise UserError(f"{flag} {folder} has no {method.weights_file}; train the adapter again")
+    state = load_file(weights)
+    try:
+        method.load_state_dict(model, state)
+    except (KeyError, ValueError) as error:
+        raise UserError(f"{flag} {folder}: its {method.weights_file} does not fit the base model {base} "
+                        f"({error}); give the base it was trained on with --base-model") from None
+    if record.get("task_specific_params"):
+        model.config.task_specific_params = record["task_specific_params"]
+    return model, method

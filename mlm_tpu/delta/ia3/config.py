@@ -1,0 +1,31 @@
+"""IA3's settings, PEFT's default targets and feed-forward modules per model type, and its adapter_config.json."""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+# PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING
+DEFAULT_TARGETS = {"t5": ("k", "v", "wo"), "roberta": ("key", "value", "output.dense")}
+FEEDFORWARD = {"t5": ("wo",), "roberta": ("output.dense",)}
+
+
+@dataclass(frozen=True)
+class Ia3Settings:
+    targets: Optional[Tuple[str, ...]] = None  # None: DEFAULT_TARGETS of the model type
+
+    @classmethod
+    def of(cls, config) -> "Ia3Settings":
+        return cls(config.ia3_targets)
+
+    def targets_for(self, model_type: str) -> Tuple[str, ...]:
+        return tuple(self.targets or DEFAULT_TARGETS[model_type])
+
+    def feedforward_for(self, model_type: str) -> Tuple[str, ...]:
+        """PEFT requires the feed-forward modules to be among the targets."""
+        return tuple(name for name in FEEDFORWARD[model_type] if name in self.targets_for(model_type))
+
+
+def adapter_config(settings: Ia3Settings, model_type: str, task_type: str, base_model: str) -> dict:
+    return {"peft_type": "IA3", "task_type": task_type, "base_model_name_or_path": base_model,
+            "target_modules": sorted(settings.targets_for(model_type)),
+            "feedforward_modules": sorted(settings.feedforward_for(model_type)), "fan_in_fan_out": False,
+            "init_ia3_weights": True, "inference_mode": True, "modules_to_save": None}

@@ -1,0 +1,153 @@
+"""What every delta-tuning method does (the folders lora/, ia3/, prompt/, prefix/, adapter/ implement it).
+
+A method wraps layers of a built transformers TF model in place (`apply`), so the model's own
+`call`, `generate`, validation and prediction run through the delta unchanged; freezes every base
+weight, so `model.trainable_variables` are the delta's alone (and the optimizer holds state for
+them only); and names its weights as PEFT (or AdapterHub) saves them (`state_dict`).
+"""
+
+from typing import Dict, List
+
+import numpy as np
+import tf_keras as keras
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.delta.targets import dense_layers, walk
+
+
+class DeltaMethod:
+    """One method with its settings, applied to one model."""
+
+    name: str  # the --delta word
+    settings_class: type  # the dataclass of its settings (its config.py)
+    supported_model_types = ("t5", "roberta")
+    weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
+    config_file = "adapter_config.json"
+
+    def __init__(self, settings):
+        self.settings = settings  # the method's config dataclass (its config.py)
+        self.delta_layers: List[keras.layers.Layer] = []
+        self.places: List[tuple] = []  # (parent, attribute, wrapper) of each base layer a wrapper replaced
+
+    @classmethod
+    def of(cls, config) -> "DeltaMethod":
+        """The method with the settings of a TrainingConfig."""
+        return cls(cls.settings_class.of(config))
+
+    @classmethod
+    def from_record(cls, settings: dict) -> "DeltaMethod":
+        """The method with the settings an adapter folder records (mlm_tpu_delta.json)."""
+        return cls(cls.settings_class(**{name: tuple(value) if isinstance(value, list) else value
+                                     for name, value in settings.items()}))
+
+    def check_model(self, model) -> None:
+        model_type = model.config.model_type
+        if model_type not in self.supported_model_types:
+            raise UserError(f"--delta {self.name} does not support {model_type} models (only "
+                            f"{', '.join(self.supported_model_types)}); give another --model-name-or-path or --delta")
+
+    def apply(self, model) -> None:
+        """Wrap the model's layers (the model is built); record the delta layers in `delta_layers`."""
+        raise NotImplementedError
+
+    def state_dict(self, model) -> Dict[str, np.ndarray]:
+        """The delta's weights under the names and in the shapes the PyTorch library saves them."""
+        raise NotImplementedError
+
+    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+        """Set the delta's weights from a saved `state_dict` (every key used, none missing)."""
+        raise NotImplementedError
+
+    def adapter_config(self, model, base_model: str) -> dict:
+        raise NotImplementedError
+
+    mergeable = False  # whether the delta can be folded into the base weights (LoRA and IA3)
+
+    def merge(self, model) -> None:
+        """Fold the delta into the base weights, then put the base layers back in place of the wrappers: the model
+        is the base model's class and shape again, with merged weights (LoRA and IA3 only)."""
+        raise UserError(f"--delta {self.name} adds to the model; it cannot be folded into its weights (only lora "
+                        "and ia3 can be merged)")
+
+    def unwrap(self) -> None:
+        """Put each wrapped base layer back where `apply` put its wrapper."""
+        for parent, attribute, wrapper in self.places:
+            setattr(parent, attribute, wrapper.base_layer)
+        self.places, self.delta_layers = [], []
+
+    def delta_variables(self) -> list:
+        return [variable for layer in self.delta_layers for variable in layer.delta_weights]
+
+
+class WrapsDenseLayers(DeltaMethod):
+    """A method that wraps the Dense layers its targets match (LoRA, IA3), one wrapper per PEFT module name, and
+    can be folded into their kernels."""
+
+    mergeable = True
+    targets_flag: str  # the flag that names the targets, for the message when they match nothing
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.modules: Dict[str, keras.layers.Layer] = {}  # PEFT module name -> its wrapper
+
+    def wrap(self, model, dense: keras.layers.Dense, module: str) -> keras.layers.Layer:
+        raise NotImplementedError
+
+    def apply(self, model) -> None:
+        self.check_model(model)
+        targets = self.settings.targets_for(model.config.model_type)
+        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag):
+            wrapped = self.wrap(model, dense, module)
+            setattr(parent, attribute, wrapped)
+            self.places.append((parent, attribute, wrapped))
+            self.modules[module] = wrapped
+        self.delta_layers = list(self.modules.values())
+        freeze_base(model, self.delta_layers)
+
+
+def freeze_base(model, delta_layers) -> None:
+    """Make every base weight non-trainable and keep the delta layers' own weights trainable.
+
+    Keras counts a layer's weights as trainable only if the layer and every parent are: layers holding no delta
+    layer are switched off whole; a parent of a delta layer (T5's attention, which owns the relative position
+    bias) stays on and hands its own weights to its non-trainable list."""
+    delta_ids = {id(layer) for layer in delta_layers}
+    holders = {id(layer) for layer in delta_layers}  # layers with a delta layer in or under them
+    parents = {id(child): parent for parent, _, child in _with_owner(model)}
+    for layer in delta_layers:
+        node = parents.get(id(layer))
+        while node is not None:
+            holders.add(id(node))
+            node = parents.get(id(node))
+    delta_parts = set()  # layers a delta layer holds besides the base layer it wraps (its own sub-layers)
+    for layer in delta_layers:
+        base = getattr(layer, "base_layer", None)
+        under_base = {id(child) for _, _, child in walk(base)} | {id(base)} if base is not None else set()
+        delta_parts |= {id(child) for _, _, child in walk(layer)} - under_base
+    for layer in [model] + [child for _, _, child in walk(model)]:
+        if id(layer) in delta_parts and id(layer) not in delta_ids:
+            continue
+        if id(layer) in delta_ids:
+            if getattr(layer, "base_layer", None) is not None:
+                layer.base_layer.trainable = False  # the base layer a delta layer wraps
+        elif id(layer) not in holders:
+            layer.trainable = False
+        else:
+            own = list(layer._trainable_weights)
+            layer._trainable_weights[:] = []
+            layer._non_trainable_weights.extend(own)
+
+
+def _with_owner(model):
+    """(owning layer, attribute, child) for every layer under `model`; a list item's owner is the list's layer."""
+    stack = [model]
+    while stack:
+        layer = stack.pop()
+        for attribute, value in list(vars(layer).items()):
+            if attribute.startswith("_"):
+                continue
+            items = value if isinstance(value, (list, tuple)) or type(value).__name__ == "ListWrapper" else [value]
+            for item in items:
+                if isinstance(item, keras.layers.Layer):
+                    yield layer, attribute, item
+                    stack.append(item)

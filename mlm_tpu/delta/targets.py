@@ -1,0 +1,65 @@
+"""Finding the layers a method wraps, by the names PEFT gives modules: the PyTorch module path of each Keras
+layer (transformers' own TF -> PyTorch name mapping of its weights), matched as PEFT matches `target_modules`:
+the whole name, or its end after a dot (`q` matches `encoder.block.0.layer.0.SelfAttention.q`)."""
+
+from typing import Iterator, List, Sequence, Tuple
+
+import tf_keras as keras
+
+from mlm_tpu.errors import UserError
+
+
+def pytorch_module_name(layer: keras.layers.Layer) -> str:
+    """`encoder.block.0.layer.0.SelfAttention.q` for the Keras layer that owns that module's weight."""
+    from transformers.modeling_tf_pytorch_utils import convert_tf_weight_name_to_pt_weight_name
+
+    weight = layer.weights[0]
+    name, _ = convert_tf_weight_name_to_pt_weight_name(weight.name, tf_weight_shape=weight.shape)
+    return name.rsplit(".", 1)[0]
+
+
+def matches(module: str, targets: Sequence[str]) -> bool:
+    """PEFT's rule (`check_target_module_exists` with a list)."""
+    return module in targets or any(module.endswith(f".{target}") for target in targets)
+
+
+def child_layers(layer) -> Iterator[Tuple[object, str, object]]:
+    """(parent, attribute, child) for the Keras layers held by `layer`'s attributes, lists included."""
+    for attribute, value in list(vars(layer).items()):
+        if attribute.startswith("_"):
+            continue
+        if isinstance(value, keras.layers.Layer):
+            yield layer, attribute, value
+        elif isinstance(value, (list, tuple)) or type(value).__name__ == "ListWrapper":
+            for item in value:
+                if isinstance(item, keras.layers.Layer):
+                    yield value, None, item
+
+
+def walk(layer, seen=None) -> Iterator[Tuple[object, str, object]]:
+    """Every (parent, attribute, layer) under `layer`, depth first in attribute order, each layer once (T5's and
+    RoBERTa's embeddings are held twice); attribute None: the layer is in a list."""
+    seen = set() if seen is None else seen
+    for parent, attribute, child in child_layers(layer):
+        if id(child) not in seen:
+            seen.add(id(child))
+            yield parent, attribute, child
+            yield from walk(child, seen)
+
+
+def dense_layers(model, targets: Sequence[str], flag: str) -> List[Tuple[object, str, keras.layers.Dense, str]]:
+    """(parent, attribute, Dense, PEFT module name) of each Dense layer matching `targets`; refuses targets that
+    match nothing, naming the modules there are."""
+    found, names = [], []
+    for parent, attribute, layer in walk(model):
+        if isinstance(layer, keras.layers.Dense) and attribute is not None and layer.weights:
+            module = pytorch_module_name(layer)
+            names.append(module)
+            if matches(module, targets):
+                found.append((parent, attribute, layer, module))
+    unmatched = [target for target in targets if not any(matches(module, [target]) for module in names)]
+    if unmatched:
+        last = sorted({module.rsplit(".", 1)[-1] for module in names})
+        raise UserError(f"{flag} {','.join(targets)}: {', '.join(unmatched)} matches no layer of this "
+                        f"{model.config.model_type} model; its Dense layers are named {', '.join(last)}")
+    return found

@@ -1,0 +1,116 @@
+"""A task plug-in with a delta: the product line's task (masked LM, T5 classification or generation) runs as it
+is, on a pretrained model whose weights stay frozen, and what trains and is saved is the delta alone."""
+
+import dataclasses
+import os
+from typing import Optional
+
+from mlm_tpu.console import log
+from mlm_tpu.delta import method_class
+from mlm_tpu.errors import UserError
+
+T5_PRETRAINED_LENGTH = 512  # T5Config no longer records n_positions; T5's relative positions were trained to it
+
+
+def longest_input(model_config) -> Optional[int]:
+    """The most tokens the model takes, where it has a limit (RoBERTa's positions; T5's n_positions)."""
+    if model_config.model_type == "t5":  # relative positions: the length T5 was pretrained with
+        return getattr(model_config, "n_positions", None) or T5_PRETRAINED_LENGTH
+    positions = getattr(model_config, "max_position_embeddings", None)
+    return positions - 2 if positions else None  # RoBERTa numbers positions from its padding index + 1
+
+
+class DeltaTask:
+    """`task` (any mlm_tpu.training.task.Task) with `--delta`: delegates everything but building and saving."""
+
+    def __init__(self, task, config):
+        self.task = task
+        self.method = method_class(config.delta).of(config)
+        self.base_model = config.model_name_or_path
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def _takes_pretrained_weights(self) -> bool:
+        """The masked-LM task trains from scratch only: here it starts from --model-name-or-path."""
+        return "model_name_or_path" not in self.task.unused_settings
+
+    def _config_for_task(self, config):
+        if self._takes_pretrained_weights():
+            return config
+        return dataclasses.replace(config, model_name_or_path=None, tokenizer=config.tokenizer or
+                                   config.model_name_or_path)
+
+    def check(self, config) -> None:
+        if not config.model_name_or_path:
+            raise UserError(f"--delta {config.delta} trains a small delta on a pretrained model, whose weights stay "
+                            "frozen: give it with --model-name-or-path (a folder trained with mlm_tpu, or a Hub name)")
+        if config.model_config or config.config_overrides:
+            raise UserError(f"--delta {config.delta} keeps --model-name-or-path's shape; drop --model-config and "
+                            "--config-overrides")
+        self.task.check(self._config_for_task(config))
+
+    def load_tokenizer(self, config):
+        return self.task.load_tokenizer(self._config_for_task(config))
+
+    def build_model(self, config, tokenizer, train):
+        if self._takes_pretrained_weights():
+            model = self.task.build_model(config, tokenizer, train)
+        else:
+            from mlm_tpu.model_folder.loading import load_model
+
+            model = load_model(config.model_name_or_path, self.task.model_class, "--model-name-or-path")
+        model.build_in_name_scope()
+        self.method.check_model(model)
+        self._check_length(model, train.length, config)
+        self.method.apply(model)
+        trainable = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
+        total = trainable + sum(int(v.shape.num_elements()) for v in model.non_trainable_variables)
+        log(f"Delta-tuning with {self.method.name}: {trainable:,} of {total:,} parameters train "
+            f"({trainable / total:.3%}); the {total - trainable:,} of {config.model_name_or_path} stay frozen")
+        return model
+
+    def _check_length(self, model, length: int, config) -> None:
+        added = config.num_virtual_tokens if self.method.name == "prompt" else 0
+        limit = longest_input(model.config)
+        if limit and length + added > limit:
+            more = f" + {added} virtual tokens" if added else ""
+            raise UserError(f"examples of {length} tokens{more} are longer than {config.model_name_or_path} takes "
+                            f"({limit} tokens); lower --num-virtual-tokens or shard with a smaller --max-length")
+
+    def save_model(self, folder: str, model, tokenizer, facts, records, name: str) -> None:
+        from mlm_tpu.delta.folder import save_adapter_folder
+
+        save_adapter_folder(folder, self.method, model, tokenizer, _base_reference(self.base_model), facts, records,
+                            name)
+
+    def write_card(self, folder: str, facts, name: str, has_loss_plot: bool) -> None:
+        from mlm_tpu.delta.card import write_adapter_card
+
+        write_adapter_card(folder, self.method, facts, _base_reference(self.base_model), name, has_loss_plot)
+
+
+def _base_reference(name_or_path: str) -> str:
+    """The base model as the adapter folder names it: a local folder by its absolute path, else the Hub name."""
+    return os.path.abspath(name_or_path) if os.path.isdir(name_or_path) else name_or_path
+
+
+class SavedAdapterTask:
+    """The plug-in of the task an adapter folder was trained for, loading the folder as its base model with the
+    delta applied (evaluate, predict, export --merge): `base_model` overrides the base the folder names."""
+
+    def __init__(self, task, folder: str, base_model: Optional[str] = None):
+        self.task = task
+        self.folder = folder
+        self.base_model = base_model
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def load_saved_model(self, name_or_path: str, model_class=None, flag: str = "--model"):
+        from mlm_tpu.delta.folder import load_adapter
+        from mlm_tpu.tokenizer.load import load_tokenizer
+
+        tokenizer = load_tokenizer(name_or_path, flag)
+        model, _ = load_adapter(name_or_path, self.base_model, flag)
+        return model, tokenizer

@@ -1,0 +1,159 @@
+"""Delta-tuning on tiny random T5 and RoBERTa models, in process: only the delta trains, the base stays bit-identical,
+the optimizer holds state for the delta alone, the loss falls, and LoRA, IA3 and adapters start as the base model."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+SETTINGS = SimpleNamespace(lora_rank=4, lora_alpha=8.0, lora_dropout=0.0, lora_targets=None, use_rslora=False,
+                           ia3_targets=None, num_virtual_tokens=4, adapter_kind="houlsby", adapter_reduction=4)
+STARTS_AS_BASE = {"lora", "ia3", "adapter"}  # prompt and prefix add tokens: the output changes from the start
+
+
+def tiny_model(model_type: str):
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
+    import tf_keras as keras
+    from transformers import RobertaConfig, T5Config, TFRobertaForMaskedLM, TFT5ForConditionalGeneration
+
+    keras.utils.set_random_seed(1)
+    if model_type == "t5":
+        model = TFT5ForConditionalGeneration(T5Config(vocab_size=60, d_model=32, d_ff=64, num_layers=2, num_heads=4,
+                                                      d_kv=8, decoder_start_token_id=0, dropout_rate=0.0))
+    else:
+        model = TFRobertaForMaskedLM(RobertaConfig(vocab_size=60, hidden_size=32, intermediate_size=64,
+                                                   num_hidden_layers=2, num_attention_heads=4, pad_token_id=1,
+                                                   max_position_embeddings=40, hidden_dropout_prob=0.0,
+                                                   attention_probs_dropout_prob=0.0))
+    model.build_in_name_scope()
+    return model
+
+
+def batch(model_type: str):
+    import tensorflow as tf
+
+    rng = np.random.RandomState(0)
+    ids = tf.constant(rng.randint(3, 60, (4, 10)), tf.int32)
+    mask = tf.constant([[1] * 10, [1] * 10, [1] * 7 + [0] * 3, [1] * 5 + [0] * 5], tf.int32)
+    if model_type == "t5":
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids[:, :4]}
+    return {"input_ids": ids, "attention_mask": mask, "labels": tf.where(ids % 3 == 0, ids, -100)}
+
+
+@pytest.mark.parametrize("model_type, method", [("t5", "lora"), ("t5", "ia3"), ("t5", "prompt"), ("t5", "prefix"),
+                                                ("t5", "adapter"), ("roberta", "lora"), ("roberta", "ia3")])
+def test_only_the_delta_trains_and_the_base_stays_bit_identical(model_type, method):
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model(model_type)
+    inputs = batch(model_type)
+    base_logits = model(**inputs).logits.numpy()
+    base_weights = {id(v): v.numpy() for v in model.weights}
+    delta = method_class(method).of(SETTINGS)
+    delta.apply(model)
+    assert {id(v) for v in model.trainable_variables} == {id(v) for v in delta.delta_variables()}
+    assert set(base_weights) <= {id(v) for v in model.non_trainable_variables}
+    start = model(**inputs).logits.numpy()
+    if method in STARTS_AS_BASE:
+        assert np.array_equal(start, base_logits)  # B = 0, IA3 = 1, adapters' up-projection = 0
+    else:
+        assert not np.allclose(start, base_logits)
+
+    optimizer = keras.optimizers.Adam(3e-2)
+    losses = []
+    for _ in range(15):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(**inputs, training=True).loss)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        losses.append(float(loss))
+    assert losses[-1] < losses[0], losses  # (IA3 on a random RoBERTa moves slowest: 4.1055 -> 4.1038)
+    assert all(np.array_equal(variable.numpy(), base_weights[id(variable)]) for variable in model.weights
+               if id(variable) in base_weights)
+    slots = [v for v in optimizer.variables() if v is not optimizer.iterations]
+    assert len(slots) == 2 * len(delta.delta_variables())  # Adam's m and v for the delta's variables only
+    state = delta.state_dict(model)
+    assert state and all(isinstance(array, np.ndarray) for array in state.values())
+
+
+def test_peft_key_names_and_shapes():
+    from mlm_tpu.delta import method_class
+
+    lora = method_class("lora").of(SETTINGS)
+    model = tiny_model("t5")
+    lora.apply(model)
+    state = lora.state_dict(model)
+    assert state["base_model.model.encoder.block.0.layer.0.SelfAttention.q.lora_A.weight"].shape == (4, 32)
+    assert state["base_model.model.decoder.block.1.layer.1.EncDecAttention.v.lora_B.weight"].shape == (32, 4)
+    assert len(state) == 2 * 2 * (2 + 4)  # q and v: 2 per encoder block, 4 per decoder block (cross-attention too)
+    ia3 = method_class("ia3").of(SETTINGS)
+    model = tiny_model("roberta")
+    ia3.apply(model)
+    state = ia3.state_dict(model)
+    assert state["base_model.model.roberta.encoder.layer.0.attention.self.key.ia3_l"].shape == (32, 1)
+    assert state["base_model.model.roberta.encoder.layer.0.output.dense.ia3_l"].shape == (1, 64)  # feed-forward
+    assert state["base_model.model.roberta.encoder.layer.0.attention.output.dense.ia3_l"].shape == (1, 32)
+
+
+def test_targets_that_match_no_layer_and_unsupported_models_are_refused():
+    from mlm_tpu.delta import method_class
+    from mlm_tpu.errors import UserError
+
+    model = tiny_model("roberta")
+    with pytest.raises(UserError, match="--lora-targets q,v: q, v matches no layer of this roberta model"):
+        method_class("lora").of(SimpleNamespace(**{**vars(SETTINGS), "lora_targets": ("q", "v")})).apply(model)
+    with pytest.raises(UserError, match="--delta prefix does not support roberta models"):
+        method_class("prefix").of(SETTINGS).apply(model)
+
+
+@pytest.mark.parametrize("setting, value", [("delta", "ia3"), ("lora_rank", 4), ("lora_alpha", 32.0),
+                                            ("lora_targets", ("q", "k", "v")), ("num_virtual_tokens", 8),
+                                            ("adapter_kind", "houlsby"), ("adapter_reduction", 8)])
+def test_a_resume_with_other_delta_settings_is_refused(setting, value, tmp_path):
+    import dataclasses
+
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
+
+    started = TrainingConfig(train_dataset="shards", output_dir=str(tmp_path), task="classification",
+                             model_name_or_path="t5-small", delta="lora")
+    resumed = dataclasses.replace(started, **{setting: value})
+    recorded, current = (result_settings(config, 8, ["a.tfrecord"], [10]) for config in (started, resumed))
+    with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} was"):
+        check_resumed_settings(resumed, recorded, current, 5, str(tmp_path), [])
+
+
+@pytest.mark.parametrize("model_type, method", [("t5", "lora"), ("t5", "ia3"), ("roberta", "lora"), ("roberta", "ia3")])
+def test_merging_folds_the_delta_into_the_base_weights(model_type, method):
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model(model_type)
+    inputs = batch(model_type)
+    base_weights = {id(v) for v in model.weights}
+    delta = method_class(method).of(SETTINGS)
+    delta.apply(model)
+    rng = np.random.RandomState(3)
+    for variable in delta.delta_variables():  # a trained delta: B no longer 0, IA3's vectors no longer 1
+        variable.assign(rng.normal(1.0 if method == "ia3" else 0.0, 0.3, variable.shape).astype(np.float32))
+    expected = model(**inputs).logits.numpy()
+    delta.merge(model)
+    assert {id(v) for v in model.weights} == base_weights  # the base model again, its own weights only
+    np.testing.assert_allclose(model(**inputs).logits.numpy(), expected, atol=1e-5)
+    assert not np.allclose(expected, tiny_model(model_type)(**inputs).logits.numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("method", ["lora", "ia3", "prompt", "prefix", "adapter"])
+def test_a_model_with_a_delta_can_be_backed_up(method, tmp_path):
+    """The trainer's backups are TensorFlow checkpoints of the model: they refuse tracked lists whose items were
+    replaced, which is how adapters were first put into T5's blocks."""
+    import tensorflow as tf
+
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model("t5")
+    method_class(method).of(SETTINGS).apply(model)
+    model(**batch("t5"))
+    assert tf.train.Checkpoint(model=model).write(str(tmp_path / "backup"))
