@@ -1,21 +1,10 @@
 """Prefix tuning's settings and the adapter_config.json PEFT reads (no reparameterisation: `prefix_projection`
 false, the prefix table is the weight itself)."""
 
-from dataclasses import dataclass
-
-from mlm_tpu.delta.prompt.config import model_shape
+from mlm_tpu.delta.prompt.config import VirtualTokenSettings, model_shape
 
 
-@dataclass(frozen=True)
-class PrefixSettings:
-    num_virtual_tokens: int = 20
-
-    @classmethod
-    def of(cls, config) -> "PrefixSettings":
-        return cls(config.num_virtual_tokens)
-
-
-def adapter_config(settings: PrefixSettings, model_config, task_type: str, base_model: str) -> dict:
+def adapter_config(settings: VirtualTokenSettings, model_config, task_type: str, base_model: str) -> dict:
     shape = model_shape(model_config)
     return {"peft_type": "PREFIX_TUNING", "task_type": task_type, "base_model_name_or_path": base_model,
             "num_virtual_tokens": settings.num_virtual_tokens, "num_transformer_submodules": 2, **shape,

@@ -8,15 +8,16 @@ import numpy as np
 
 from mlm_tpu.delta.method import DeltaMethod, freeze_base
 from mlm_tpu.delta.peft_names import task_type
-from mlm_tpu.delta.prefix.config import PrefixSettings, adapter_config
+from mlm_tpu.delta.prefix.config import adapter_config
 from mlm_tpu.delta.prefix.layer import PrefixedSelfAttention, PrefixTable
+from mlm_tpu.delta.prompt.config import VirtualTokenSettings
 
 KEY = "prompt_embeddings"
 
 
 class PrefixTuning(DeltaMethod):
     name = "prefix"
-    settings_class = PrefixSettings
+    settings_class = VirtualTokenSettings
     supported_model_types = ("t5",)
 
 

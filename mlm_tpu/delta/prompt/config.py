@@ -5,11 +5,13 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class PromptSettings:
+class VirtualTokenSettings:
+    """Prompt and prefix tuning's one setting: how many virtual tokens."""
+
     num_virtual_tokens: int = 20
 
     @classmethod
-    def of(cls, config) -> "PromptSettings":
+    def of(cls, config) -> "VirtualTokenSettings":
         return cls(config.num_virtual_tokens)
 
 
@@ -22,7 +24,7 @@ def model_shape(model_config) -> dict:
             "num_attention_heads": model_config.num_attention_heads}
 
 
-def adapter_config(settings: PromptSettings, model_config, task_type: str, base_model: str) -> dict:
+def adapter_config(settings: VirtualTokenSettings, model_config, task_type: str, base_model: str) -> dict:
     return {"peft_type": "PROMPT_TUNING", "task_type": task_type, "base_model_name_or_path": base_model,
             "num_virtual_tokens": settings.num_virtual_tokens, "num_transformer_submodules": 1,
             **model_shape(model_config), "prompt_tuning_init": "RANDOM", "inference_mode": True}

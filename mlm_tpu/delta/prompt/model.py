@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from mlm_tpu.delta.method import DeltaMethod, freeze_base
 from mlm_tpu.delta.peft_names import task_type
-from mlm_tpu.delta.prompt.config import PromptSettings, adapter_config
+from mlm_tpu.delta.prompt.config import VirtualTokenSettings, adapter_config
 from mlm_tpu.delta.prompt.layer import PromptAwareDecoder, PromptedEncoder
 
 KEY = "prompt_embeddings"
@@ -17,7 +17,7 @@ KEY = "prompt_embeddings"
 
 class PromptTuning(DeltaMethod):
     name = "prompt"
-    settings_class = PromptSettings
+    settings_class = VirtualTokenSettings
     supported_model_types = ("t5",)
 
 
