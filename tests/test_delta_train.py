@@ -109,13 +109,18 @@ def test_each_method_trains_its_delta_alone_and_saves_it_as_its_library_does(met
     # each method's loss falls is shown in test_delta_units.py, and on the RoBERTa below)
 
 
-def test_lora_on_a_roberta_trains_and_saves_peft_s_layout(roberta_lora):
+def test_lora_on_a_roberta_trains_and_saves_peft_s_layout(roberta_lora, shards, trained_mlm):
+    """The loss falls: the adapter scores lower than its base on the split it trained on, with the same masks (16
+    steps' losses on their own are too noisy a measure)."""
     output_dir, result = roberta_lora
     config = json.loads((output_dir / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["target_modules"] == ["query", "value"]
     assert all(".lora_" in name and (".query." in name or ".value." in name) for name in adapter_weights(output_dir))
-    losses = step_losses(output_dir)
-    assert len(losses) == 16 and np.mean(losses[-4:]) < np.mean(losses[:4]), losses
+    assert len(step_losses(output_dir)) == 16
+    base, adapted = (json.loads(command("evaluate", "--model", model, "--eval-dataset", shards / "validation",
+                                        "--per-replica-batch-size", 16, "--json"))["loss"]
+                     for model in (trained_mlm[0], output_dir))
+    assert adapted < base, (adapted, base)
 
 
 def test_a_roberta_lora_killed_and_resumed_ends_bit_identical(roberta_lora, shards, trained_mlm, tmp_path):
