@@ -46,37 +46,34 @@ class LocalStorage:
             raise UserError(f"cannot create output folder '{self.folder}': {error.strerror or error}") from None
 
     def write(self, name: str, data: bytes) -> None:
+        self._publish(name, data, os.replace)
+
+    def create(self, name: str, data: bytes) -> bool:
+        """Write `name` only if it does not exist yet, whole, atomically (of two jobs, one wins, and the other reads
+        what the winner wrote, never an empty file); whether it did."""
+        try:
+            self._publish(name, data, os.link)  # link fails if the name exists: O_EXCL with the content in
+        except FileExistsError:
+            return False
+        return True
+
+    def _publish(self, name: str, data: bytes, put_in_place) -> None:
+        """Write `data` to a hidden temporary file, then put_in_place(temporary, final path): a reader never sees
+        a part of it under its name."""
         self._make_folder()
         descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
         try:
             with os.fdopen(descriptor, "wb") as stream:
                 stream.write(data)
             os.chmod(temporary, 0o644)
-            os.replace(temporary, self.location(name))
+            put_in_place(temporary, self.location(name))
+        except FileExistsError:
+            raise
         except OSError as error:
             raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
         finally:
             if os.path.exists(temporary):
                 os.remove(temporary)
-
-    def create(self, name: str, data: bytes) -> bool:
-        """Write `name` only if it does not exist yet, whole, atomically (of two jobs, one wins, and the other reads
-        what the winner wrote, never an empty file); whether it did."""
-        self._make_folder()
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
-        try:
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(data)
-            os.chmod(temporary, 0o644)
-            try:
-                os.link(temporary, self.location(name))  # fails if the name exists: O_EXCL with the content in
-            except FileExistsError:
-                return False
-            return True
-        except OSError as error:
-            raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
-        finally:
-            os.remove(temporary)
 
     def read(self, name: str) -> Optional[bytes]:
         try:
