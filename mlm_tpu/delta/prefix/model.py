@@ -2,24 +2,15 @@
 layer l reads rows 4l mod 2L (keys) and 4l+1 mod 2L (values) of the table viewed as [tokens, 2L, heads, size],
 where PEFT's `get_prompt` puts them for an encoder-decoder (its encoder-side rows go unused in T5)."""
 
-from typing import Dict
-
-import numpy as np
-
-from mlm_tpu.delta.method import DeltaMethod, freeze_base
-from mlm_tpu.delta.peft_names import task_type
+from mlm_tpu.delta.method import freeze_base
 from mlm_tpu.delta.prefix.config import adapter_config
 from mlm_tpu.delta.prefix.layer import PrefixedSelfAttention, PrefixTable
-from mlm_tpu.delta.prompt.config import VirtualTokenSettings
-
-KEY = "prompt_embeddings"
+from mlm_tpu.delta.prompt.model import LearnsVirtualTokens
 
 
-class PrefixTuning(DeltaMethod):
+class PrefixTuning(LearnsVirtualTokens):
     name = "prefix"
-    settings_class = VirtualTokenSettings
-    supported_model_types = ("t5",)
-
+    make_adapter_config = staticmethod(adapter_config)
 
     def apply(self, model) -> None:
         self.check_model(model)
@@ -35,15 +26,6 @@ class PrefixTuning(DeltaMethod):
             wrapped.append(attention_layer.SelfAttention)
         self.delta_layers = [self.table, *wrapped]
         freeze_base(model, self.delta_layers)
-
-    def state_dict(self, model) -> Dict[str, np.ndarray]:
-        return {KEY: self.table.prompt_embeddings.numpy()}
-
-    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
-        self.table.prompt_embeddings.assign(state[KEY])
-
-    def adapter_config(self, model, base_model: str) -> dict:
-        return adapter_config(self.settings, model.config, task_type(model, self.name), base_model)
 
 
 METHOD = PrefixTuning

@@ -15,31 +15,37 @@ from mlm_tpu.delta.prompt.layer import PromptAwareDecoder, PromptedEncoder
 KEY = "prompt_embeddings"
 
 
-class PromptTuning(DeltaMethod):
-    name = "prompt"
+class LearnsVirtualTokens(DeltaMethod):
+    """Prompt and prefix tuning: the delta is one table of virtual tokens, `prompt_embeddings` on the layer
+    `self.table`, saved under PEFT's one key; `make_adapter_config` is the method's config.py function."""
+
     settings_class = VirtualTokenSettings
     supported_model_types = ("t5",)
+    make_adapter_config = staticmethod(adapter_config)
 
+    def state_dict(self, model) -> Dict[str, np.ndarray]:
+        return {KEY: self.table.prompt_embeddings.numpy()}
+
+    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+        self.table.prompt_embeddings.assign(state[KEY])
+
+    def adapter_config(self, model, base_model: str) -> dict:
+        return self.make_adapter_config(self.settings, model.config, task_type(model, self.name), base_model)
+
+
+class PromptTuning(LearnsVirtualTokens):
+    name = "prompt"
 
     def apply(self, model) -> None:
         self.check_model(model)
         count = self.settings.num_virtual_tokens
         vocabulary = model.shared.embeddings
         drawn = tf.random.uniform([count], 0, int(vocabulary.shape[0]), dtype=tf.int32)
-        self.encoder = PromptedEncoder(model.encoder, tf.gather(vocabulary, drawn).numpy(), count)
+        self.table = PromptedEncoder(model.encoder, tf.gather(vocabulary, drawn).numpy(), count)
         decoder = PromptAwareDecoder(model.decoder, count)
-        model.encoder, model.decoder = self.encoder, decoder
-        self.delta_layers = [self.encoder, decoder]
+        model.encoder, model.decoder = self.table, decoder
+        self.delta_layers = [self.table, decoder]
         freeze_base(model, self.delta_layers)
-
-    def state_dict(self, model) -> Dict[str, np.ndarray]:
-        return {KEY: self.encoder.prompt_embeddings.numpy()}
-
-    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
-        self.encoder.prompt_embeddings.assign(state[KEY])
-
-    def adapter_config(self, model, base_model: str) -> dict:
-        return adapter_config(self.settings, model.config, task_type(model, self.name), base_model)
 
 
 METHOD = PromptTuning
