@@ -146,14 +146,29 @@ def test_merging_folds_the_delta_into_the_base_weights(model_type, method):
 
 
 @pytest.mark.parametrize("method", ["lora", "ia3", "prompt", "prefix", "adapter"])
-def test_a_model_with_a_delta_can_be_backed_up(method, tmp_path):
+def test_a_model_with_a_delta_is_backed_up_and_restored_whole(method, tmp_path):
     """The trainer's backups are TensorFlow checkpoints of the model: they refuse tracked lists whose items were
-    replaced, which is how adapters were first put into T5's blocks."""
+    replaced (how adapters were first put into T5's blocks), and a delta held outside what the model tracks would
+    be left out. A fresh model with the same delta restored from one has every delta weight and the outputs of the
+    model that wrote it (what a resumed run starts from; tests/test_delta_train.py kills and resumes a run)."""
     import tensorflow as tf
 
     from mlm_tpu.delta import method_class
 
-    model = tiny_model("t5")
-    method_class(method).of(SETTINGS).apply(model)
-    model(**batch("t5"))
-    assert tf.train.Checkpoint(model=model).write(str(tmp_path / "backup"))
+    def model_with_delta():
+        model = tiny_model("t5")
+        delta = method_class(method).of(SETTINGS)
+        delta.apply(model)
+        model(**batch("t5"))
+        return model, delta
+
+    model, delta = model_with_delta()
+    rng = np.random.RandomState(3)
+    for variable in delta.delta_variables():  # trained values, unlike any fresh start
+        variable.assign(rng.normal(1.0, 0.3, variable.shape).astype(np.float32))
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "backup"))
+    restored, restored_delta = model_with_delta()
+    tf.train.Checkpoint(model=restored).read(path).assert_existing_objects_matched()
+    for name, array in delta.state_dict(model).items():
+        np.testing.assert_array_equal(restored_delta.state_dict(restored)[name], array, err_msg=name)
+    np.testing.assert_array_equal(restored(**batch("t5")).logits.numpy(), model(**batch("t5")).logits.numpy())
