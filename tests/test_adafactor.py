@@ -69,6 +69,20 @@ def test_t5s_rsqrt_schedule_and_its_defaults():
     assert with_schedule_defaults(TrainingConfig("shards", "out")).learning_rate == 1e-4  # linear, as before
 
 
+@pytest.mark.parametrize("schedule", ["linear", "rsqrt"])
+def test_adamw_takes_its_moments_and_epsilon_from_the_flags(schedule):
+    from mlm_tpu.cli.train import build_config, build_parser
+    from mlm_tpu.training.optimizers import make_optimizer, with_schedule_defaults
+
+    flags = ["--train-dataset", "shards", "--output-dir", "out", "--lr-schedule", schedule, "--adam-beta1", "0.8",
+             "--adam_beta2", "0.98", "--adam-epsilon", "1e-6"]
+    config = with_schedule_defaults(build_config(build_parser().parse_args(flags)))
+    optimizer = make_optimizer(config, total_steps=100)
+    assert optimizer.get_config()["beta_1"] == pytest.approx(0.8)
+    assert optimizer.get_config()["beta_2"] == pytest.approx(0.98)
+    assert optimizer.get_config()["epsilon"] == pytest.approx(1e-6)
+
+
 def adafactor_flags(shards, output_dir, *more):
     """A tiny T5 (d_model 128, so that its matrices are factored) with Adafactor and T5's schedule, dropout on, on
     short examples packed several per row: 80 examples in about 30 rows, 7 steps per epoch, 28 steps."""

@@ -5,11 +5,13 @@ resumed, on the same or another number of workers; only the chief writes; each f
 Equality: two workers x one replica against one process x two replicas and one process x one replica, same global
 batch. They agree within 1e-6 but not bit for bit: TensorFlow's graph optimizer (grappler) arranges the replicas'
 arithmetic differently in one process than in two (with it off, their gradients are bit-identical), and one replica
-sums the global batch in another order than two. AdamW (epsilon 1e-8) turns those last-bit differences of near-zero
-gradients into weight differences proportional to the learning rate (measured here: masked LM 4e-7 at 1e-3; the
-T5 classifier, whose ReLU units have more near-zero gradients, 7.6e-6 at 1e-3 and 7.6e-7 at 1e-4, the same few
-weights of three rarely active units): the masked LM trains at 1e-3, T5 at 1e-4. The losses of every step agree
-within 1e-5. The same topology killed and started again is bit-identical."""
+sums the global batch in another order than two. AdamW with its usual epsilon (1e-8) turns those last-bit differences
+of near-zero gradients into weight differences of the learning rate's size (its step is about lr x sign(gradient)
+however small the gradient): the T5 classifier, whose ReLU units have many near-zero gradients, ended 4.9e-5 apart
+after 12 steps at 1e-4 on one machine (7.6e-7 on another). So these runs take --adam-epsilon 1e-3, which leaves tiny
+gradients tiny steps: measured here, masked LM within 7.5e-9 and T5 within 1.2e-7 (one float32 step at 1.0) at
+learning rate 1e-3. The losses of every step agree within 1e-5. The same topology killed and started again is
+bit-identical."""
 
 import os
 import re
@@ -32,13 +34,15 @@ from mlm_tpu.output_dir import RECORD
 pytestmark = pytest.mark.slow  # worker processes, each loading TensorFlow and training
 
 LEARNING_RATE = 1e-3
+ADAM_EPSILON = 1e-3  # AdamW's 1e-8 would blow last-bit differences of tiny gradients up to the learning rate
 STEPS = 12
 
 
 def mlm_flags(shards, tokenizer, output_dir, per_replica=8, *more):
     """A tiny RoBERTa (dropout on), global batch 16, 12 steps, two per execution, a backup every two."""
     return ["--train-dataset", shards / "validation", "--tokenizer", tokenizer, "--max-length", MAX_LENGTH,
-            "--model-config", "tiny", "--learning-rate", LEARNING_RATE, "--per-replica-batch-size", per_replica,
+            "--model-config", "tiny", "--learning-rate", LEARNING_RATE, "--adam-epsilon", ADAM_EPSILON,
+            "--per-replica-batch-size", per_replica,
             "--max-steps", STEPS, "--steps-per-execution", 2, "--backup-steps", 2, "--logging-steps", 1,
             "--output-dir", output_dir, *more]
 
@@ -46,7 +50,8 @@ def mlm_flags(shards, tokenizer, output_dir, per_replica=8, *more):
 def t5_flags(shards, tokenizer, output_dir, per_replica=8):
     """A tiny T5 classifier from scratch, global batch 16, 12 steps."""
     return ["--task", "classification", "--train-dataset", shards / "train", "--tokenizer", tokenizer,
-            "--model-config", "t5-tiny", "--learning-rate", LEARNING_RATE / 10, "--per-replica-batch-size", per_replica,
+            "--model-config", "t5-tiny", "--learning-rate", LEARNING_RATE, "--adam-epsilon", ADAM_EPSILON,
+            "--per-replica-batch-size", per_replica,
             "--max-steps", STEPS, "--steps-per-execution", 2, "--logging-steps", 1, "--output-dir", output_dir]
 
 

@@ -141,6 +141,12 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
                    "0.01 for T5's 10,000).")
     FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW's weight decay; Adafactor has none (default: 0.001).")
+    FLAGS.add(model, "--adam-beta1", type=float, help="AdamW's first-moment decay; Adafactor has none (default: 0.9).")
+    FLAGS.add(model, "--adam-beta2", type=float,
+              help="AdamW's second-moment decay; Adafactor's is T5X's 1 - step^-0.8 (default: 0.999).")
+    FLAGS.add(model, "--adam-epsilon", type=float,
+              help="AdamW's epsilon, added to the root of the second moment: the larger, the smaller the steps of "
+                   "weights whose gradients are tiny (default: 1e-08).")
     FLAGS.add(model, "--warmup-ratio", type=float,
               help="--lr-schedule linear: share of steps warming up, unless --warmup-steps (default: 0.05).")
     FLAGS.add(model, "--warmup-steps", type=int,

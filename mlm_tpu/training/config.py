@@ -68,6 +68,9 @@ class TrainingConfig:
     # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
     learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=10)
     weight_decay_rate: float = setting(1e-3, low=0, high=1)  # AdamW's decoupled weight decay (Adafactor has none)
+    adam_beta1: float = setting(0.9, low=0, high=1, high_open=True)  # AdamW's first-moment decay
+    adam_beta2: float = setting(0.999, low=0, high=1, high_open=True)  # AdamW's second-moment decay
+    adam_epsilon: float = setting(1e-8, low=0, low_open=True)  # AdamW's epsilon, added to sqrt(second moment)
     warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up (linear)
     warmup_steps: Optional[int] = setting(None, low=0)  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
     seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout

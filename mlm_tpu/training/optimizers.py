@@ -75,12 +75,14 @@ def make_optimizer(config, total_steps: int):
     """The optimizer `config` (with_schedule_defaults applied) asks for, over `total_steps` steps."""
     from transformers import AdamWeightDecay, create_optimizer
 
+    moments = {"adam_beta1": config.adam_beta1, "adam_beta2": config.adam_beta2, "adam_epsilon": config.adam_epsilon}
     adamw, schedule = create_optimizer(init_lr=config.learning_rate, num_train_steps=total_steps,
                                        num_warmup_steps=warmup_steps_of(config, total_steps),
-                                       weight_decay_rate=config.weight_decay_rate)
+                                       weight_decay_rate=config.weight_decay_rate, **moments)
     if config.lr_schedule == "rsqrt":
         schedule = InverseSquareRoot(config.learning_rate, config.warmup_steps)
-        adamw = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate, epsilon=1e-8,
+        adamw = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate,
+                                beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
                                 exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
     return Adafactor(schedule) if config.optimizer == "adafactor" else adamw
 
