@@ -57,7 +57,7 @@ def classify(model, encoded, batch_size: int, labels) -> List[Dict[str, float]]:
 
     token_ids = tf.constant(labels.token_ids, dtype=tf.int32)
     step = tf.function(lambda batch: tf.nn.softmax(label_logits(model, batch["input_ids"], batch["attention_mask"],
-                                                                token_ids)))
+                                                                token_ids)), autograph=False)
     probabilities = np.concatenate([step(batch).numpy() for batch in batches(encoded, batch_size)])
     return [dict(zip(labels.names, map(float, row))) for row in probabilities[:len(encoded["input_ids"])]]
 
@@ -68,7 +68,7 @@ def generate(model, tokenizer, encoded, batch_size: int, max_new_tokens: int) ->
     from mlm_tpu.t5.generation import generate_tokens
 
     step = tf.function(lambda batch: generate_tokens(model, batch["input_ids"], batch["attention_mask"],
-                                                     max_new_tokens), jit_compile=True)
+                                                     max_new_tokens), jit_compile=True, autograph=False)
     tokens = np.concatenate([step(batch).numpy() for batch in batches(encoded, batch_size)])
     return tokenizer.batch_decode(tokens[:len(encoded["input_ids"])], skip_special_tokens=True)
 

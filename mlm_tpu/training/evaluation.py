@@ -39,7 +39,7 @@ class ShardRunner:
         self.vocab_size = vocab_size
         self.dataset = distributed_evaluation_dataset(strategy, shards, per_replica_batch_size, make_transform, seed,
                                                       vocab_size)
-        on_replica = tf.function(replica_step, jit_compile=jit_compile)
+        on_replica = tf.function(replica_step, jit_compile=jit_compile, autograph=False)  # see make_train_steps
 
         @tf.function
         def step(iterator) -> Dict[str, tf.Tensor]:

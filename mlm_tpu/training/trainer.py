@@ -188,6 +188,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
         return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
                                     tf.reduce_sum(tf.cast(scored, tf.float32))])
 
+    # Traced as written: transformers' TF models need no AutoGraph (Keras would otherwise convert every layer's
+    # call, 2/3 of a run's start-up), and the graph is the same op for op: a run's weights are bit-identical.
+    gradients_and_counts = tf.autograph.experimental.do_not_convert(gradients_and_counts)
     if jit_compile:
         gradients_and_counts = tf.function(gradients_and_counts, jit_compile=True)
 
