@@ -1,7 +1,7 @@
 """`python train.py --delta ...` for real: each method on the tiny T5 classifier, LoRA on the tiny RoBERTa, each
 trained once (module fixtures) and looked at from every side: the base bit-identical, the adapter folder as PEFT
 (AdapterHub) saves it and as PEFT 0.21 / adapters 1.3 load it in PyTorch, predict / evaluate / export --merge on
-it, and one run killed and resumed bit-identical. What a method does to a model in process (only the delta
+it, and each killed and resumed bit-identical. What a method does to a model in process (only the delta
 trains, step 0 is the base, Adam holds state for the delta alone) is tests/test_delta_units.py; bad input is in
 tests/test_bad_inputs.py's table."""
 
@@ -30,10 +30,12 @@ def tree(folder: Path) -> dict:
 
 
 def delta_flags(method, quality_shards, base, output_dir, *more):
-    """STEPS steps of 16 examples from the trained classifier, validated once, the loss logged every step."""
+    """STEPS steps of 16 examples from the trained classifier, validated once, the loss logged every step, a backup
+    every 2."""
     return ["--task", "classification", "--delta", method, "--model-name-or-path", base, "--train-dataset",
             quality_shards / "train", "--eval-dataset", quality_shards / "validation", "--learning-rate", "1e-2",
-            "--per-replica-batch-size", 16, "--max-steps", STEPS, "--logging-steps", 1, "--output-dir", output_dir,
+            "--per-replica-batch-size", 16, "--max-steps", STEPS, "--logging-steps", 1, "--backup-steps", 2,
+            "--output-dir", output_dir,
             *{"prompt": ["--num-virtual-tokens", 8], "prefix": ["--num-virtual-tokens", 8],
               "adapter": ["--adapter-reduction", 8]}.get(method, []), *more]
 
@@ -109,6 +111,20 @@ def test_each_method_trains_its_delta_alone_and_saves_it_as_its_library_does(met
     # each method's loss falls is shown in test_delta_units.py, and on the RoBERTa below)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_killed_and_resumed_ends_bit_identical(method, delta_runs, quality_shards, trained_classifier,
+                                                           tmp_path):
+    from test_resume import resumed_at, train_and_kill_after_backup
+
+    resumed = tmp_path / "adapter"
+    flags = delta_flags(method, quality_shards, trained_classifier[0], resumed)
+    train_and_kill_after_backup(flags, 2, tmp_path / "killed.log")
+    result = run_train(*flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 2 <= resumed_at(result.stderr) < STEPS
+    assert_same_adapter(resumed, delta_runs[method][0])
+
+
 def test_lora_on_a_roberta_trains_and_saves_peft_s_layout(roberta_lora, shards, trained_mlm):
     """The loss falls: the adapter scores lower than its base on the split it trained on, with the same masks (16
     steps' losses on their own are too noisy a measure)."""
@@ -130,11 +146,16 @@ def test_a_roberta_lora_killed_and_resumed_ends_bit_identical(roberta_lora, shar
     train_and_kill_after_backup(mlm_lora_flags(shards, trained_mlm[0], resumed), 8, tmp_path / "killed.log")
     result = run_train(*mlm_lora_flags(shards, trained_mlm[0], resumed))
     assert result.returncode == 0 and "Resuming from the backup at step 8" in result.stderr, result.stderr[-3000:]
-    expected, got = adapter_weights(roberta_lora[0]), adapter_weights(resumed)
+    assert_same_adapter(resumed, roberta_lora[0])
+
+
+def assert_same_adapter(resumed: Path, uninterrupted: Path) -> None:
+    """The same delta weights, bit for bit, and the same loss at every step."""
+    expected, got = adapter_weights(uninterrupted), adapter_weights(resumed)
     assert expected.keys() == got.keys()
     for name, value in expected.items():
-        assert np.array_equal(value, got[name]), name  # bit for bit
-    assert step_losses(resumed) == step_losses(roberta_lora[0])
+        assert np.array_equal(value, got[name]), name
+    assert step_losses(resumed) == step_losses(uninterrupted)
 
 
 def tensorflow_logits(folder: Path, path: Path) -> np.ndarray:
