@@ -62,6 +62,7 @@ def step_losses(folder: Path) -> dict:
 def assert_same_run(resumed: Path, uninterrupted: Path) -> None:
     expected, got = weights(uninterrupted), weights(resumed)
     assert expected.keys() == got.keys() and len(expected) > 10
+    assert not (resumed / "backup").exists()  # a finished run leaves no backup behind
     for name, value in expected.items():
         assert np.array_equal(value, got[name]), name  # bit for bit
     assert step_losses(resumed) == step_losses(uninterrupted)

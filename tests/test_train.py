@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, backup_reached, run_train, train_until_killed
+from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train
 from fake_hub import FakeHub
 
 pytestmark = pytest.mark.slow  # trains models
@@ -69,19 +69,6 @@ def test_max_steps_stops_exactly(shards, wikitext_tokenizer, tmp_path):
                        "--max-steps", 7)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "7 steps in all" in result.stderr and re.search(r"^Epoch 1 training: .*\(7 steps", result.stderr, re.M)
-
-
-def test_a_killed_run_resumes_from_its_backup_and_finishes(shards, wikitext_tokenizer, tmp_path):
-    output_dir = tmp_path / "preempted"
-    flags = [*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 4,
-             "--num-epochs", 3, "--backup-steps", 10]
-    train_until_killed(flags, lambda: backup_reached(output_dir, 30))
-
-    rerun = run_train(*flags)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    resumed = re.search(r"Resuming from the backup at step (\d+) of (\d+)", rerun.stderr)
-    assert resumed and 30 <= int(resumed.group(1)) < int(resumed.group(2)), rerun.stderr[-2000:]
-    assert (output_dir / "tf_model.h5").exists() and not (output_dir / "backup").exists()
 
 
 def test_tpu_flag_without_a_tpu_is_one_line_and_exit_2(shards, wikitext_tokenizer, tmp_path):

@@ -149,10 +149,10 @@ def unchanged_classifier_flags(trained_classifier, quality_shards, output_dir):
 def test_a_killed_run_resumes_and_still_compares_against_the_best_epoch_before_the_kill(
         trained_classifier, quality_shards, tmp_path):
     output_dir = tmp_path / "preempted"
-    flags = [*unchanged_classifier_flags(trained_classifier, quality_shards, output_dir), "--num-epochs", 4,
+    flags = [*unchanged_classifier_flags(trained_classifier, quality_shards, output_dir), "--num-epochs", 2,
              "--backup-steps", 10]
-    with open(tmp_path / "first.log", "w") as log:  # killed in epoch 2, once epoch 1 was saved
-        train_until_killed(flags, lambda: (output_dir / "best_model.json").exists() and backup_reached(output_dir, 50),
+    with open(tmp_path / "first.log", "w") as log:  # epochs of 36 steps: killed in epoch 2, once epoch 1 was saved
+        train_until_killed(flags, lambda: (output_dir / "best_model.json").exists() and backup_reached(output_dir, 40),
                            stderr=log)
 
     rerun = run_train(*flags)
