@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conftest import REPO_ROOT, assert_user_error, run_module
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
@@ -13,6 +15,7 @@ def inspect(*flags):
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow  # runs the commands end to end
 def test_span_corruption_examples_show_sentinels_in_place_of_the_spans(tmp_path, wikitext_path):
     tokenizer = FIXTURES / "t5-tokenizer"
     result = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer", str(tokenizer), "--text-files",
@@ -27,6 +30,7 @@ def test_span_corruption_examples_show_sentinels_in_place_of_the_spans(tmp_path,
         assert inputs["text"].endswith("</s>") and labels["text"].endswith("</s>")
 
 
+@pytest.mark.slow  # runs the commands end to end
 def test_masked_lm_and_text2text_examples():
     masked = inspect("--dataset", FIXTURES / "shards" / "validation", "--tokenizer", FIXTURES / "tokenizer",
                      "--mlm-probability", 0.5)

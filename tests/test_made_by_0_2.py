@@ -12,6 +12,7 @@ from mlm_tpu.output_dir import Record
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
 
 
+@pytest.mark.slow  # runs the commands end to end
 def test_its_masked_lm_is_evaluated_on_its_shards_and_fills_masks():
     evaluation = run_module("mlm_tpu.evaluate", "--model", str(FIXTURES / "roberta"), "--eval-dataset",
                             str(FIXTURES / "shards" / "validation"), "--json")
@@ -22,6 +23,7 @@ def test_its_masked_lm_is_evaluated_on_its_shards_and_fills_masks():
     assert len(json.loads(filled.stdout)["predictions"][0]) == 5
 
 
+@pytest.mark.slow  # runs the commands end to end
 def test_its_t5_classifier_predicts_its_labels():
     result = run_module("mlm_tpu.predict", "text2text", "--model", str(FIXTURES / "t5-classifier"), "--json",
                         "rate: how is this done")

@@ -87,6 +87,7 @@ def test_encode_command_shows_tokens_ids_and_decoded_text(wikitext_tokenizer):
     assert all(row["tokens"][0] == "[CLS]" and row["ids"][-1] == 2 for row in rows)
 
 
+@pytest.mark.slow  # runs the commands end to end
 def test_overwrite_replaces_the_tokenizer_and_keeps_other_files(tmp_path):
     output_dir = tmp_path / "tok"
     output_dir.mkdir()
