@@ -1,6 +1,6 @@
 """Start-up of a training run: how long `python train.py` takes before and through its first steps, with the
 training step traced as written (mlm_tpu) against traced through AutoGraph (the reference: what Keras `fit` and a
-plain `tf.function` do, and what mlm_tpu did until 0.3).
+plain `tf.function` do, and what mlm_tpu's trainer did before).
 
 AutoGraph rewrites the Python of every function a traced function calls, and Keras has it convert every layer's
 `call` of transformers' models: seconds of work before the first step, on every start and every resume, for graph
