@@ -17,11 +17,10 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from train_throughput import MAX_LENGTH, ROOT, WIKITEXT, prepare_wikitext
+from train_throughput import MAX_LENGTH, ROOT, prepared_wikitext
 
 GLOBAL_BATCH = 16
 RUNS = {  # name -> (launcher arguments before `train`, train flags)
@@ -69,12 +68,7 @@ def main() -> None:
     parser.add_argument("--model-config", default="tiny")
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args()
-    if not WIKITEXT.is_file():
-        sys.exit(f"needs {WIKITEXT}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryDirectory() as work:
-        work = Path(work)
-        prepare_wikitext(work, env, "--shard-size", "500")
+    with prepared_wikitext("--shard-size", "500") as (work, env):
         results = {name: run(name, work, args.model_config, args.steps, env) for name in RUNS}
     print(f"RoBERTa '{args.model_config}', global batch {GLOBAL_BATCH} x {MAX_LENGTH} tokens, {args.steps} steps, "
           f"{os.cpu_count()} CPU cores shared by every process of a run (overhead, not scaling)")

@@ -12,16 +12,14 @@ Usage: python benchmarks/train_startup.py [--model-config tiny small t5-tiny t5-
 """
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from train_throughput import ROOT, WIKITEXT, prepare_wikitext
+from train_throughput import ROOT, WIKITEXT, prepared_wikitext
 
 WITH_AUTOGRAPH = ("import sys, runpy, tensorflow as tf; tf.autograph.experimental.do_not_convert = lambda f: f; "
                   "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
@@ -59,12 +57,7 @@ def main() -> None:
     parser.add_argument("--model-config", nargs="+", default=["tiny", "small", "t5-tiny", "t5-small"])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if not WIKITEXT.is_file():
-        sys.exit(f"needs {WIKITEXT}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryDirectory() as work:
-        work = Path(work)
-        prepare_wikitext(work, env)
+    with prepared_wikitext() as (work, env):
         prepare_t5(work, env)
         print(f"python train.py --max-steps 4 (batch 8, 128-token examples), CPU; median of {args.rounds} runs; "
               "seconds of the whole command / of its first epoch (tracing and 4 steps)")

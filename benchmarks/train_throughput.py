@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,6 +158,17 @@ def measure(method: str, work: Path, model_config: str, steps: int, batch_size: 
     return figures
 
 
+@contextmanager
+def prepared_wikitext(*shard_flags: str):
+    """(a temporary folder holding prepare_wikitext's tokenizer and shards, the environment of child processes)."""
+    if not WIKITEXT.is_file():
+        sys.exit(f"needs {WIKITEXT}")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as work:
+        prepare_wikitext(Path(work), env, *shard_flags)
+        yield Path(work), env
+
+
 def prepare_wikitext(work: Path, env: dict, *shard_flags: str) -> None:
     """An 8,000-piece tokenizer (work/tokenizer) and shards of 128-token examples (work/shards/train) of WikiText-2
     validation, made by the real commands."""
@@ -180,12 +192,7 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args.measure, Path(args.work), args.model_config, args.steps, args.batch_size)))
         return
-    if not WIKITEXT.is_file():
-        sys.exit(f"needs {WIKITEXT}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryDirectory() as work:
-        work = Path(work)
-        prepare_wikitext(work, env)
+    with prepared_wikitext() as (work, env):
         results = {}
         for method in JIT_METHODS if args.jit_compile else METHODS:
             child = subprocess.run([sys.executable, __file__, "--measure", method, "--work", str(work),
