@@ -42,6 +42,21 @@ def test_layouts_that_cannot_be_are_one_line_with_one_that_can(layout, shards, p
         assert phrase in str(raised.value), str(raised.value)
 
 
+def test_each_pipeline_reads_an_equal_part_of_the_records_however_unequal_the_shards():
+    from mlm_tpu.shards.reading import ShardSet
+
+    shards = ShardSet(["a", "b", "c", "d"], [512, 512, 512, 45], {"input_ids": 64})  # the demo's train split
+    parts = [shards.share(part, 4) for part in range(4)]
+    assert [part.records for part in parts] == [395, 395, 395, 396]
+    assert (parts[1].files, parts[1].first_records, parts[1].counts, parts[1].file_records) == (
+        ["a", "b"], [395, 0], [117, 278], [512, 512])  # a part that ends inside a shard: the next starts there
+    assert [(path, start, count) for part in parts for path, start, count in
+            zip(part.files, part.first_records, part.counts)] == [
+        ("a", 0, 395), ("a", 395, 117), ("b", 0, 278), ("b", 278, 234), ("c", 0, 161), ("c", 161, 351),
+        ("d", 0, 45)]  # every record once
+    assert shards.share(1, 2).share(0, 2).records == shards.share(2, 4).records  # a part of a part
+
+
 @pytest.fixture(scope="module")
 def host_batches():
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
@@ -127,12 +142,17 @@ def test_dropout_gives_each_row_of_the_global_batch_the_same_noise_on_any_number
 
 def test_a_resumed_run_keeps_its_backups_order_and_a_backup_from_before_v_resumes_only_as_it_was_written(tmp_path):
     from mlm_tpu.jsonfiles import write_json
-    from mlm_tpu.training.data_order import choose_layout
+    from mlm_tpu.training.data_order import SHARES, choose_layout
 
     assert choose_layout(None, None, str(tmp_path), 7, 16, 1, 1).input_pipelines == 4  # a new run: the default
-    assert choose_layout(None, {"input_pipelines": 2}, str(tmp_path), 7, 16, 2, 2).input_pipelines == 2
+    written = {"input_pipelines": 2, "pipeline_shares": SHARES}
+    assert choose_layout(None, written, str(tmp_path), 7, 16, 2, 2).input_pipelines == 2
     with pytest.raises(UserError, match="written with --input-pipelines 2, and the data order depends on it"):
-        choose_layout(4, {"input_pipelines": 2}, str(tmp_path), 7, 16, 1, 1)
+        choose_layout(4, written, str(tmp_path), 7, 16, 1, 1)
+    # pipelines that read every V-th shard: V = 1 is the same order, V = 2 another
+    assert choose_layout(None, {"input_pipelines": 1}, str(tmp_path), 7, 16, 1, 1).input_pipelines == 1
+    with pytest.raises(UserError, match="each read one shard in 2 .* delete .*backup to start over"):
+        choose_layout(None, {"input_pipelines": 2}, str(tmp_path), 7, 16, 1, 1)
     write_json(str(tmp_path / "training_args.json"), {"run": {"replicas": 1}})  # mlm_tpu 0.3.0: no V anywhere
     assert choose_layout(None, {"epochs": []}, str(tmp_path), 7, 16, 1, 1).input_pipelines == 1
     with pytest.raises(UserError, match="continues such a backup only as one process with one replica"):

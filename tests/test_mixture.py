@@ -163,8 +163,8 @@ def test_a_mixtures_global_batches_are_the_same_on_any_number_of_hosts_and_repli
     ids = np.concatenate([batch["input_ids"][:, 0] for batch in alone])
     np.testing.assert_array_equal(ids // 1000, drawn)  # every row from the member drawn for its place
     steps, pipelines = np.repeat(np.arange(12), 8), np.tile(np.repeat([0, 1], 4), 12)
-    shares = {(0, 0): set(range(1, 7)) | set(range(12, 19)), (0, 1): set(range(7, 12)),  # (member, pipeline):
-              (1, 0): set(range(1, 5)), (1, 1): set(range(5, 8))}  # the examples of its shards (every 2nd)
+    shares = {(0, 0): set(range(1, 10)), (0, 1): set(range(10, 19)),  # (member, pipeline): the examples of its half
+              (1, 0): set(range(1, 4)), (1, 1): set(range(4, 8))}  # of the member (18 and 7 in shards of 6 5 7, 4 3)
     for (member, pipeline), share in shares.items():
         taken = (ids // 1000 == member) & (pipelines == pipeline)
         assert set(ids[taken] % 1000) == share, (member, pipeline)  # its own share's examples, every one

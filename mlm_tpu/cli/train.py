@@ -101,12 +101,12 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "other, and the records shuffled within windows of this many, shared among the input pipelines "
                    "(default: 262144).")
     FLAGS.add(data, "--input-pipelines", type=int, metavar="V",
-              help="The data order is defined over V virtual input pipelines, each reading its own shards (every "
-                   "V-th) and giving each step global batch / V examples, so it is the same on any number of workers, "
-                   "replicas or TPU hosts that divides V; recorded in training_args.json, and a resumed run keeps "
-                   "its backup's. V must divide the global batch and be at most the number of shards, with several "
-                   "--train-dataset folders those of the folder with fewest, as each pipeline reads its own of each "
-                   "(default: the largest such V up to 64).")
+              help="The data order is defined over V virtual input pipelines, each reading its own of V equal parts "
+                   "of the records (the shards one after the other) and giving each step global batch / V examples, "
+                   "so it is the same on any number of workers, replicas or TPU hosts that divides V; recorded in "
+                   "training_args.json, and a resumed run keeps its backup's. V must divide the global batch and be "
+                   "at most the number of shards, with several --train-dataset folders those of the folder with "
+                   "fewest, as each pipeline reads its part of each (default: the largest such V up to 64).")
     FLAGS.add(data, "--pack", action="store_true",
               help="classification, generation: put several training examples in each row (inputs after inputs, "
                    "targets after targets; each attends only to itself through block-diagonal masks), so short "

@@ -2,15 +2,17 @@
 whatever the number of worker processes, replicas or TPU hosts that train it.
 
 A run's data order is defined over V *virtual* input pipelines (--input-pipelines; training_args.json records it).
-Virtual pipeline v reads every V-th shard from the v-th, in its own order drawn from (seed, v), and gives each step
-G / V examples, rows [v G/V, (v+1) G/V) of the global batch of G, masked (or span-corrupted) from (seed + v, step).
+Virtual pipeline v reads the v-th of V equal parts of the records (the shards one after the other in name order:
+reading.ShardSet.share, so uneven shards cost no examples), in its own order drawn from (seed, v), and gives each
+step G / V examples, rows [v G/V, (v+1) G/V) of the global batch of G, masked (or span-corrupted) from
+(seed + v, step).
 Nothing there depends on the machines. A machine's input pipeline (one per worker process, or per TPU host: P of
 them, TensorFlow's `num_input_pipelines`) runs V / P of the virtual ones, consecutive ones, and hands their rows in
 order to its R / P replicas, so replica r always trains rows [r G/R, (r+1) G/R) of the same global batch. Dropout is
 drawn per virtual pipeline too (training/dropout.py). What differs between topologies is only the order in which
 floating-point sums over replicas are added up.
 
-So: V divides G, V is at most the number of shards (each virtual pipeline reads its own), P divides V (each
+So: V divides G, V is at most the number of shards (each virtual pipeline reads about its own), P divides V (each
 machine runs whole virtual pipelines), and R divides V or V divides R (each replica's rows are whole virtual
 pipelines' rows, or a whole part of one's). No TensorFlow here: the checks run before it loads.
 """

@@ -7,7 +7,8 @@ them proportional). The example at position i of step s's global batch comes fro
 from a uniform number keyed by (seed, MIXTURE, s, i): no state to save, so a resumed run draws the
 same members from its step on, and knows how many examples each member gave before it (`taken_before`).
 Each virtual input pipeline v of V (layout.py) gives rows [v G/V, (v+1) G/V) of each global batch of G
-by mixing its own share of every member (every V-th shard of each, so each member needs V shards or more);
+by mixing its own share of every member (the v-th of V equal parts of each, ShardSet.share; V is at most the
+shards of the member with fewest);
 it reads member m's share in its own keyed order (pipeline.TrainingOrder, keyed by (seed,
 v x MEMBER_KEYS + m)), epoch after epoch, independently of the others, and a resumed run starts each
 where its count says, skipping whole files. So every step's examples are the same on any number of
@@ -123,7 +124,9 @@ class Mixture(ShardSet):
 
 def _joined(members: Sequence[ShardSet]) -> dict:
     return {"files": [path for member in members for path in member.files],
-            "counts": [count for member in members for count in member.counts], "members": tuple(members)}
+            "counts": [count for member in members for count in member.counts],
+            "starts": [start for member in members for start in member.first_records],
+            "totals": [total for member in members for total in member.file_records], "members": tuple(members)}
 
 
 def mix(members: Sequence[ShardSet], names: Sequence[str], rates: Union[str, Sequence[float]],

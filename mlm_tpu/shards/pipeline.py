@@ -78,26 +78,35 @@ def reading_errors(shards: ShardSet, vocab_size: Optional[int]):
                         "the tokenizer that made them, or re-shard with this one") from None
 
 
-def _read_in_order(files: tf.Tensor, counts: tf.Tensor, block: int, read_ahead: int = READ_AHEAD) -> tf.data.Dataset:
-    """The records of `files`, file after file, each checked to hold the count its name says."""
-    return tf.data.Dataset.from_tensor_slices((files, counts)).interleave(
-        lambda path, count: tf.data.TFRecordDataset(path).apply(tf.data.experimental.assert_cardinality(count)),
-        cycle_length=read_ahead, block_length=block, num_parallel_calls=read_ahead, deterministic=True)
+def _read_in_order(files: tf.Tensor, counts: tf.Tensor, starts: tf.Tensor, totals: tf.Tensor, block: int,
+                   read_ahead: int = READ_AHEAD) -> tf.data.Dataset:
+    """The records of `files`, file after file: `counts[i]` of file i's from its `starts[i]`-th, each file checked
+    to hold the `totals[i]` its name says as far as it is read."""
+
+    def read(path, count, start, total):
+        records = tf.data.TFRecordDataset(path).apply(tf.data.experimental.assert_cardinality(total)).skip(start)
+        return records.take(tf.where(start + count < total, count, -1))  # to its end: checked not to hold more
+
+    return tf.data.Dataset.from_tensor_slices((files, counts, starts, totals)).interleave(
+        read, cycle_length=read_ahead, block_length=block, num_parallel_calls=read_ahead, deterministic=True)
 
 
 class TrainingOrder:
     """The order in which one input pipeline reads its files' records, epoch after epoch, from (seed, pipeline).
     `files` and `counts` may be tensors, and `pipeline` too: one traced function then serves every pipeline."""
 
-    def __init__(self, files, counts, seed: int, pipeline, window: int, block: int, read_ahead: int = READ_AHEAD):
+    def __init__(self, files, counts, starts, totals, seed: int, pipeline, window: int, block: int,
+                 read_ahead: int = READ_AHEAD):
         self.files = tf.convert_to_tensor(files, tf.string)
-        self.counts = tf.convert_to_tensor(counts, tf.int64)
+        self.counts, self.starts, self.totals = (tf.convert_to_tensor(values, tf.int64)
+                                                 for values in (counts, starts, totals))
         self.block, self.window, self.read_ahead = block, window, read_ahead
         self.key = tf.stack([tf.constant(seed, tf.int64), tf.cast(pipeline, tf.int64)])
 
     @classmethod
     def of(cls, shards: ShardSet, seed: int, pipeline: int, window: int) -> "TrainingOrder":
-        return cls(shards.files, shards.counts, seed, pipeline, window, max(shards.counts))
+        return cls(shards.files, shards.counts, shards.first_records, shards.file_records, seed, pipeline, window,
+                   max(shards.counts))
 
     def _key(self, *parts) -> tf.Tensor:
         key = self.key
@@ -114,12 +123,14 @@ class TrainingOrder:
         """Epoch `epoch`'s shuffled records (serialized), from its `start`-th one on."""
         epoch, start = tf.cast(epoch, tf.int64), tf.cast(start, tf.int64)
         order = self.file_order(epoch)
-        files, counts = tf.gather(self.files, order), tf.gather(self.counts, order)
+        files, counts, starts, totals = (tf.gather(values, order) for values in
+                                         (self.files, self.counts, self.starts, self.totals))
         window_start = start // self.window * self.window
         before = tf.cumsum(counts) <= window_start  # files wholly before the window that holds `start`
         skipped_files = tf.reduce_sum(tf.cast(before, tf.int64))
         skipped_records = tf.reduce_sum(tf.where(before, counts, tf.zeros_like(counts)))
-        records = _read_in_order(files[skipped_files:], counts[skipped_files:], self.block, self.read_ahead)
+        records = _read_in_order(files[skipped_files:], counts[skipped_files:], starts[skipped_files:],
+                                 totals[skipped_files:], self.block, self.read_ahead)
         records = records.skip(window_start - skipped_records)
         windows = records.batch(self.window).enumerate(start=window_start // self.window)
         shuffled = windows.map(lambda index, window: tf.gather(window, tf.random.experimental.stateless_shuffle(
@@ -171,8 +182,8 @@ def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf
 
 
 class HostOrders:
-    """The TrainingOrder of each of machine pipeline `host`'s virtual pipelines over its share of `shards` (every V-th
-    file), picked by the pipeline's index among the host's, a tensor: one traced function reads any of them.
+    """The TrainingOrder of each of machine pipeline `host`'s virtual pipelines over its share of `shards` (the v-th of V
+    equal parts of the records), picked by the pipeline's index among the host's, a tensor: one traced function reads any of them.
     `key_of(pipeline)` is the pipeline's key in its order's seed (default: the pipeline itself)."""
 
     def __init__(self, shards: ShardSet, layout: BatchLayout, host: int, seed: int, window: int,
@@ -180,8 +191,14 @@ class HostOrders:
         self.pipelines = layout.pipelines_of_host(host)
         shares = [shards.share(pipeline, layout.input_pipelines) for pipeline in self.pipelines]
         widest = max(len(share.files) for share in shares)
-        self.files = tf.constant([share.files + [""] * (widest - len(share.files)) for share in shares], tf.string)
-        self.counts = tf.constant([share.counts + [0] * (widest - len(share.counts)) for share in shares], tf.int64)
+
+        def table(values_of, filler, dtype) -> tf.Tensor:
+            return tf.constant([values_of(share) + [filler] * (widest - len(share.files)) for share in shares], dtype)
+
+        self.files = table(lambda share: share.files, "", tf.string)
+        self.counts = table(lambda share: share.counts, 0, tf.int64)
+        self.starts = table(lambda share: share.first_records, 0, tf.int64)
+        self.totals = table(lambda share: share.file_records, 0, tf.int64)
         self.sizes = tf.constant([len(share.files) for share in shares], tf.int64)
         self.seed, self.key_of, self.block = seed, key_of, max(shards.counts)
         self.window = pipeline_window(window, layout)
@@ -189,8 +206,9 @@ class HostOrders:
 
     def order(self, index) -> TrainingOrder:
         size = self.sizes[index]
-        return TrainingOrder(self.files[index][:size], self.counts[index][:size], self.seed,
-                             self.key_of(self.pipelines.start + index), self.window, self.block, self.read_ahead)
+        return TrainingOrder(self.files[index][:size], self.counts[index][:size], self.starts[index][:size],
+                             self.totals[index][:size], self.seed, self.key_of(self.pipelines.start + index),
+                             self.window, self.block, self.read_ahead)
 
 
 def pipeline_window(window: int, layout: BatchLayout) -> int:
@@ -251,8 +269,8 @@ def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: Shard
 def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform],
                        vocab_size: Optional[int] = None) -> tf.data.Dataset:
     """Every example once, in file order, the last batch filled with unscored rows; then unscored batches forever."""
-    records = _read_in_order(tf.constant(shards.files), tf.constant(shards.counts, dtype=tf.int64),
-                             max(shards.counts))
+    records = _read_in_order(tf.constant(shards.files), *(tf.constant(values, tf.int64) for values in (
+        shards.counts, shards.first_records, shards.file_records)), max(shards.counts))
     dataset = records.batch(batch_size).enumerate().map(decoder(shards, transform, vocab_size),
                                                        num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.map(lambda batch: _fill_batch(batch, batch_size))

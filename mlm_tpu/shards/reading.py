@@ -6,6 +6,7 @@ first record of each shard. A split of the wrong kind for the task, or of other 
 asked for, is refused in one line that says what to do.
 """
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -29,17 +30,32 @@ TRAINED_WITH = {MLM: "--task mlm", TEXT2TEXT: "--task classification or --task g
 
 @dataclass(frozen=True)
 class ShardSet:
-    """The shards of one split, how many records each holds, each feature's length, and the split's manifest."""
+    """The shards of one split, how many records each holds, each feature's length, and the split's manifest.
+
+    A part of a split (`share`) may read only some of a file's records: `counts[i]` of them from its `starts[i]`-th,
+    the file holding `totals[i]` (None: every file whole)."""
 
     files: List[str]
     counts: List[int]
     features: Dict[str, int]
     manifest: Optional[dict] = None  # manifest.json, when the folder has one (the sharder's; others may not)
     kind: str = MLM
+    starts: Optional[List[int]] = None
+    totals: Optional[List[int]] = None
 
     @property
     def records(self) -> int:
         return sum(self.counts)
+
+    @property
+    def first_records(self) -> List[int]:
+        """The first record read of each file."""
+        return self.starts if self.starts is not None else [0] * len(self.files)
+
+    @property
+    def file_records(self) -> List[int]:
+        """The records each file holds, as its name says."""
+        return self.totals if self.totals is not None else self.counts
 
     @property
     def length(self) -> int:
@@ -50,10 +66,22 @@ class ShardSet:
     def folder(self) -> str:
         return os.path.dirname(self.files[0])
 
-    def share(self, pipeline: int, pipelines: int) -> "ShardSet":
-        """Every `pipelines`-th file from `pipeline`: what one host's input pipeline reads."""
-        return ShardSet(self.files[pipeline::pipelines], self.counts[pipeline::pipelines], self.features,
-                        self.manifest, self.kind)
+    def share(self, part: int, parts: int) -> "ShardSet":
+        """The `part`-th of `parts` equal parts of the records, the files read one after the other in name order:
+        records [part x N / parts, (part + 1) x N / parts). What one input pipeline reads: each reads the files its
+        part covers (a file is read by two where a part ends inside it), and no part has a record more than
+        another, however unequal the files."""
+        begin, end = part * self.records // parts, (part + 1) * self.records // parts
+        files, counts, starts, totals, offset = [], [], [], [], 0
+        for path, count, first, total in zip(self.files, self.counts, self.first_records, self.file_records):
+            low, high = max(begin, offset), min(end, offset + count)
+            if low < high:
+                files.append(path)
+                counts.append(high - low)
+                starts.append(first + low - offset)
+                totals.append(total)
+            offset += count
+        return dataclasses.replace(self, files=files, counts=counts, starts=starts, totals=totals)
 
 
 def find_shards(location: str, kind: Optional[str], lengths: Optional[Dict[str, Optional[int]]],

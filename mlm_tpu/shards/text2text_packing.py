@@ -9,7 +9,7 @@ masks from them), so each example is computed as if it were alone; T5's relative
 need nothing else, since an example's tokens stay contiguous and keep their distances.
 
 Deterministic and keyed like the unpacked pipeline (pipeline.py), over the same virtual input
-pipelines (layout.py): virtual pipeline v packs only its own shards, read in its own order from
+pipelines (layout.py): virtual pipeline v packs only its own part of the records, read in its own order from
 (seed, v), and gives each step global batch / V packed rows; the machines' pipelines put those parts
 together as for unpacked rows, so every step's rows are the same on any number of workers or
 replicas. Each epoch a virtual pipeline's shuffled records are cut into chunks of CHUNK examples,
@@ -115,7 +115,7 @@ def packed_steps_per_epoch(shards: ShardSet, layout: BatchLayout, *, seed: int, 
 
 def host_packed_batches(shards: ShardSet, layout: BatchLayout, host: int, *, seed: int, window: int,
                         steps_per_epoch: int, start_step: int = 0, vocab_size: Optional[int] = None):
-    """As pipeline.host_training_batches, with packed rows: each virtual pipeline packs its own shards' examples and
+    """As pipeline.host_training_batches, with packed rows: each virtual pipeline packs its own part's examples and
     gives each step layout.rows_per_pipeline rows, `steps_per_epoch` steps per epoch, from `start_step` on."""
     orders = HostOrders(shards, layout, host, seed, window)
     decode = decoder(shards, None, vocab_size)  # every token id checked (pipeline.reading_errors names a bad shard)

@@ -5,6 +5,10 @@ A new run takes --input-pipelines, or else the default for its global batch and 
 machines). A resumed run takes the V its backup was written with, so it continues exactly on any number of workers
 that V allows; --input-pipelines may repeat it, not change it.
 
+Until the pipelines read equal parts of the records (reading.ShardSet.share), pipeline v read every V-th shard from
+the v-th, and an epoch was as long as the smallest such group allowed. With V = 1 both are the one pipeline reading
+every shard: such a backup continues. A backup of V > 1 from then had another order: it is refused in one line.
+
 Backups written before V existed (mlm_tpu 0.3.0 and earlier) carry no V. Their order was one input pipeline per
 host, whose batches went to the replicas in turn, each masked by its own batch number. With one process and one
 replica that is exactly the order of V = 1 (one pipeline reading every shard, one batch per step, masks keyed by
@@ -21,6 +25,7 @@ from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.shards.layout import BatchLayout, default_input_pipelines
 
 STATE_KEY = "input_pipelines"  # the V a backup was written with, in its loop state
+SHARES_KEY, SHARES = "pipeline_shares", "equal parts of the records"  # what each of the V pipelines reads
 
 
 def choose_layout(given: Optional[int], backup_state: Optional[dict], output_dir: str, shards: int,
@@ -30,6 +35,12 @@ def choose_layout(given: Optional[int], backup_state: Optional[dict], output_dir
     recorded = backup_state.get(STATE_KEY) if backup_state is not None else None
     if backup_state is not None and recorded is None:
         recorded = _order_of_old_backup(output_dir, hosts, replicas)
+    if recorded and recorded > 1 and backup_state.get(SHARES_KEY) != SHARES:
+        raise UserError(f"the backup in {output_dir} was written by an earlier mlm_tpu, whose {recorded} input "
+                        f"pipelines each read one shard in {recorded} (unequal shards cost examples every epoch); "
+                        "this version gives each an equal part of the records, a different order, so it cannot "
+                        "continue that run exactly: finish it with the version that wrote it, or delete "
+                        f"{os.path.join(output_dir, 'backup')} to start over")
     if recorded is not None and given is not None and given != recorded:
         raise UserError(f"--input-pipelines {given}: the backup in {output_dir} was written with --input-pipelines "
                         f"{recorded}, and the data order depends on it; drop the flag to continue the run, or give "

@@ -44,7 +44,7 @@ from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
 from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
-from mlm_tpu.training.data_order import choose_layout
+from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
 from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
@@ -80,6 +80,7 @@ class LoopState:
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
     epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
     input_pipelines: Optional[int] = None  # the data order's V (data_order.py); None in backups of mlm_tpu <= 0.3.0
+    pipeline_shares: Optional[str] = None  # what each of them reads (data_order.SHARES); None in earlier backups
 
 
 @dataclass
@@ -281,7 +282,7 @@ class Trainer:
                                                  record.setting_changes)
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
-        state.input_pipelines = layout.input_pipelines
+        state.input_pipelines, state.pipeline_shares = layout.input_pipelines, SHARES
         self.run_info = self._run_info(plan, strategy, changes)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
