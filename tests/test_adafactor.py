@@ -103,9 +103,9 @@ def test_adafactor_trains_a_packed_tiny_t5_and_a_killed_run_resumes_bit_for_bit(
     assert "rsqrt schedule (peak 0.01, 10,000 warm-up steps)" in line
     state, weights = (int(n.replace(",", "")) for n in __import__("re").findall(r"([\d,]{5,})", line)[:2])
     assert state < 0.6 * weights  # AdamW's would be 2x
-    # 2 virtual pipelines (the default for a batch of 4 and 3 shards), each packing its own shards' examples (50 and
-    # 30): the one of 30 fills 12 or 13 rows, 6 steps of 2
-    assert "made by 2 input pipelines" in result.stderr and "6 steps per epoch, 24 steps in all" in result.stderr
+    # 2 virtual pipelines (the default for a batch of 4 and 3 shards), each packing its half of the examples (40):
+    # 14 or 15 rows each, 7 steps of 2
+    assert "made by 2 input pipelines" in result.stderr and "7 steps per epoch, 28 steps in all" in result.stderr
     losses = step_losses(uninterrupted)
     first, last = np.mean([losses[s] for s in range(1, 5)]), np.mean([losses[s] for s in range(21, 25)])
     assert last < 0.7 * first, (first, last)
