@@ -55,7 +55,7 @@ def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
 def test_two_cpu_replicas_train_with_a_doubled_global_batch(shards, wikitext_tokenizer, tmp_path):
     output_dir = tmp_path / "mirrored"
     result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 8,
-                       "--num-epochs", 2, "--cpu-replicas", 2)
+                       "--num-epochs", 2, "--cpu-replicas", 2, "--train-dataset", shards / "validation")  # 25 steps
     assert result.returncode == 0, result.stderr[-3000:]
     assert "MirroredStrategy with 2 replica(s): global batch 16 = 8 per replica x 2" in result.stderr
     info = json.loads((output_dir / "training_args.json").read_text())
