@@ -182,8 +182,9 @@ def evaluation_steps(shards: ShardSet, per_replica_batch_size: int, strategy: tf
 
 
 class HostOrders:
-    """The TrainingOrder of each of machine pipeline `host`'s virtual pipelines over its share of `shards` (the v-th of V
-    equal parts of the records), picked by the pipeline's index among the host's, a tensor: one traced function reads any of them.
+    """The TrainingOrder of each of machine pipeline `host`'s virtual pipelines over its share of `shards` (the v-th of
+    V equal parts of the records), picked by the pipeline's index among the host's, a tensor: one traced function
+    reads any of them.
     `key_of(pipeline)` is the pipeline's key in its order's seed (default: the pipeline itself)."""
 
     def __init__(self, shards: ShardSet, layout: BatchLayout, host: int, seed: int, window: int,
