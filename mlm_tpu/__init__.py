@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from mlm_tpu.errors import UserError  # noqa: E402
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
        "export_model", "plot_loss")
 __all__ = ["UserError", *API]
