@@ -93,7 +93,8 @@ def _read_in_order(files: tf.Tensor, counts: tf.Tensor, starts: tf.Tensor, total
 
 class TrainingOrder:
     """The order in which one input pipeline reads its files' records, epoch after epoch, from (seed, pipeline).
-    `files` and `counts` may be tensors, and `pipeline` too: one traced function then serves every pipeline."""
+    `files`, `counts`, `starts` and `totals` (as ShardSet's `files`, `counts`, `first_records`, `file_records`) may be
+    tensors, and `pipeline` too: one traced function then serves every pipeline."""
 
     def __init__(self, files, counts, starts, totals, seed: int, pipeline, window: int, block: int,
                  read_ahead: int = READ_AHEAD):
