@@ -451,10 +451,9 @@ def lora_rank_zero(inputs):
     return delta_flags(inputs, "lora", "--lora-rank", "0")
 
 
-@row("train", "16 tokens + 500 virtual tokens are longer than", "(512 tokens)", "lower --num-virtual-tokens",
-     absent=("adapter",))
-def prompt_tuning_past_the_model_s_length(inputs):
-    return delta_flags(inputs, "prompt", "--num-virtual-tokens", "500")
+@row("train", "--pack cannot run --delta prompt", "drop --pack", absent=("adapter",))
+def prompt_tuning_on_packed_rows(inputs):
+    return delta_flags(inputs, "prompt", "--pack")
 
 
 @row("train", "--lora-rank is a setting of --delta lora, not of --delta ia3", absent=("adapter",))

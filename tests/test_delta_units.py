@@ -1,6 +1,7 @@
 """Delta-tuning on tiny random T5 and RoBERTa models, in process: only the delta trains, the base stays bit-identical,
 the optimizer holds state for the delta alone, the loss falls, and LoRA, IA3 and adapters start as the base model."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -172,3 +173,66 @@ def test_a_model_with_a_delta_is_backed_up_and_restored_whole(method, tmp_path):
     for name, array in delta.state_dict(model).items():
         np.testing.assert_array_equal(restored_delta.state_dict(restored)[name], array, err_msg=name)
     np.testing.assert_array_equal(restored(**batch("t5")).logits.numpy(), model(**batch("t5")).logits.numpy())
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
+
+
+def trainer_model_and_optimizer(method: str, length: int, **settings):
+    """What the trainer builds for `train.py --task classification --delta method` on the fixture T5 classifier with
+    `length`-token examples: (the model with its delta, the optimizer with its state), AdamW at 1e-2 from step 0."""
+    from mlm_tpu.tasks import training_task
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.optimizers import with_schedule_defaults
+    from mlm_tpu.training.trainer import Plan, build_model_and_optimizer
+
+    config = with_schedule_defaults(TrainingConfig(
+        train_dataset="shards", output_dir="unused", task="classification", delta=method,
+        model_name_or_path=str(FIXTURES / "t5-classifier"), learning_rate=1e-2, warmup_steps=0, **settings))
+    task = training_task(config)
+    tokenizer = task.load_tokenizer(config)
+    return build_model_and_optimizer(config, task, tokenizer, SimpleNamespace(length=length), Plan(4, 10, 1, 10))
+
+
+@pytest.mark.parametrize("method", ["ia3", "prompt", "prefix", "lora"])
+def test_adamw_decays_lora_but_not_ia3_scales_or_virtual_tokens(method):
+    """AdamW's default decay (1e-3) would pull IA3's scales from 1 (their no-op) toward 0 and shrink the virtual
+    tokens; PEFT's recipes decay neither. A step with zero gradients leaves them as they were, and shrinks LoRA's
+    matrices by the rate x the decay."""
+    import tensorflow as tf
+
+    model, optimizer = trainer_model_and_optimizer(method, 16)
+    before = [variable.numpy() for variable in model.trainable_variables]
+    optimizer.apply_gradients((tf.zeros_like(variable), variable) for variable in model.trainable_variables)
+    for variable, start in zip(model.trainable_variables, before):
+        if method == "lora":
+            np.testing.assert_allclose(variable.numpy(), start * (1 - 1e-2 * 1e-3), rtol=1e-6, err_msg=variable.name)
+        else:
+            np.testing.assert_array_equal(variable.numpy(), start, err_msg=variable.name)
+    if method == "lora":
+        assert any(not np.array_equal(variable.numpy(), start) for variable, start in
+                   zip(model.trainable_variables, before))
+
+
+@pytest.mark.parametrize("method", ["prompt", "lora"])
+def test_t5_deltas_take_inputs_past_512_tokens(method):
+    """T5's relative attention has no longest input (full fine-tuning takes any length): a delta run on 600-token
+    examples (prompt tuning adds its 20 virtual tokens) builds, and scores them."""
+    import tensorflow as tf
+
+    model, _ = trainer_model_and_optimizer(method, 600, **({"num_virtual_tokens": 20} if method == "prompt" else {}))
+    ids = tf.constant(np.random.RandomState(0).randint(3, 30, (1, 600)), tf.int32)
+    loss = model(input_ids=ids, attention_mask=tf.ones_like(ids), labels=ids[:, :2]).loss
+    assert np.isfinite(loss.numpy()).all()
+
+
+def test_roberta_deltas_keep_the_length_of_its_positions():
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import training_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    config = TrainingConfig(train_dataset="shards", output_dir="unused", task="mlm", delta="lora",
+                            model_name_or_path=str(FIXTURES / "roberta"), tokenizer=str(FIXTURES / "roberta"))
+    task = training_task(config)
+    with pytest.raises(UserError, match="examples of 600 tokens are longer than .* takes \\(510 tokens\\)"):
+        task.build_model(config, task.load_tokenizer(config), SimpleNamespace(length=600))

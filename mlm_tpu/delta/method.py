@@ -6,7 +6,7 @@ weight, so `model.trainable_variables` are the delta's alone (and the optimizer 
 them only); and names its weights as PEFT (or AdapterHub) saves them (`state_dict`).
 """
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
 import tf_keras as keras
@@ -22,6 +22,8 @@ class DeltaMethod:
     settings_class: type  # the dataclass of its settings (its config.py)
     supported_model_types = ("t5", "roberta")
     weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
+    no_weight_decay: Tuple[str, ...] = ()  # its weights (names) AdamW must not pull toward 0, as PEFT's recipes
+    why_not_packed = ""  # why --pack's rows could not score as their examples alone do, where they could not
     config_file = "adapter_config.json"
 
     def __init__(self, settings):

@@ -9,15 +9,14 @@ from mlm_tpu.console import log
 from mlm_tpu.delta import method_class
 from mlm_tpu.errors import UserError
 
-T5_PRETRAINED_LENGTH = 512  # T5Config no longer records n_positions; T5's relative positions were trained to it
-
 
 def longest_input(model_config) -> Optional[int]:
-    """The most tokens the model takes, where it has a limit (RoBERTa's positions; T5's n_positions)."""
-    if model_config.model_type == "t5":  # relative positions: the length T5 was pretrained with
-        return getattr(model_config, "n_positions", None) or T5_PRETRAINED_LENGTH
+    """The most tokens the model takes: RoBERTa's learned positions (numbered from its padding index + 1); None for
+    T5, whose relative attention takes any length, as it does without a delta."""
+    if model_config.model_type == "t5":
+        return None
     positions = getattr(model_config, "max_position_embeddings", None)
-    return positions - 2 if positions else None  # RoBERTa numbers positions from its padding index + 1
+    return positions - 2 if positions else None
 
 
 class DeltaTask:
@@ -30,6 +29,10 @@ class DeltaTask:
 
     def __getattr__(self, name):
         return getattr(self.task, name)
+
+    @property
+    def no_weight_decay(self):
+        return self.task.no_weight_decay + self.method.no_weight_decay
 
     def _takes_pretrained_weights(self) -> bool:
         """The masked-LM task trains from scratch only: here it starts from --model-name-or-path."""
@@ -48,6 +51,9 @@ class DeltaTask:
         if config.model_config or config.config_overrides:
             raise UserError(f"--delta {config.delta} keeps --model-name-or-path's shape; drop --model-config and "
                             "--config-overrides")
+        if config.pack and self.method.why_not_packed:
+            raise UserError(f"--pack cannot run --delta {config.delta}: {self.method.why_not_packed}; drop --pack, or "
+                            "choose another --delta")
         self.task.check(self._config_for_task(config))
 
     def load_tokenizer(self, config):
@@ -71,12 +77,10 @@ class DeltaTask:
         return model
 
     def _check_length(self, model, length: int, config) -> None:
-        added = config.num_virtual_tokens if self.method.name == "prompt" else 0
         limit = longest_input(model.config)
-        if limit and length + added > limit:
-            more = f" + {added} virtual tokens" if added else ""
-            raise UserError(f"examples of {length} tokens{more} are longer than {config.model_name_or_path} takes "
-                            f"({limit} tokens); lower --num-virtual-tokens or shard with a smaller --max-length")
+        if limit and length > limit:
+            raise UserError(f"examples of {length} tokens are longer than {config.model_name_or_path} takes ({limit} "
+                            "tokens); shard with a smaller --max-length")
 
     def save_model(self, folder: str, model, tokenizer, facts, records, name: str) -> None:
         from mlm_tpu.delta.folder import save_adapter_folder

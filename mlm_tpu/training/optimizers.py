@@ -1,6 +1,7 @@
 """The optimizer and its learning-rate schedule: `--optimizer adamw|adafactor`, `--lr-schedule linear|rsqrt`.
 
-- adamw (the default): transformers' `create_optimizer`, AdamW with decoupled weight decay.
+- adamw (the default): transformers' `create_optimizer`, AdamW with decoupled weight decay (none on LayerNorm
+  weights, biases, and what the task names: a delta's IA3 scales and virtual-token tables, as PEFT's recipes).
 - adafactor: Adafactor as T5X runs it (t5x/adafactor.py with T5's gin settings): second moments factored into a
   row and a column mean for every weight whose two largest dimensions are both at least 128, full for the others;
   no first moment; decay rate 0.8 (beta2 at step t is 1 - t^-0.8); updates clipped to an RMS of 1.0; the step
@@ -18,7 +19,7 @@ holds: a resumed run goes on with exactly the state it stopped with.
 
 import dataclasses
 import math
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -71,20 +72,28 @@ def warmup_steps_of(config, total_steps: int) -> int:
                total_steps)
 
 
-def make_optimizer(config, total_steps: int):
-    """The optimizer `config` (with_schedule_defaults applied) asks for, over `total_steps` steps."""
+NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # create_optimizer's: weights AdamW leaves undecayed (substrings)
+
+
+def make_optimizer(config, total_steps: int, no_decay: Sequence[str] = ()):
+    """The optimizer `config` (with_schedule_defaults applied) asks for, over `total_steps` steps; AdamW decays
+    every weight but those whose names hold one of NO_DECAY or `no_decay` (the task's: a delta's scales and
+    virtual tokens, whose no-op values are not 0)."""
     from transformers import AdamWeightDecay, create_optimizer
 
     moments = {"adam_beta1": config.adam_beta1, "adam_beta2": config.adam_beta2, "adam_epsilon": config.adam_epsilon}
-    adamw, schedule = create_optimizer(init_lr=config.learning_rate, num_train_steps=total_steps,
-                                       num_warmup_steps=warmup_steps_of(config, total_steps),
-                                       weight_decay_rate=config.weight_decay_rate, **moments)
+    adam, schedule = create_optimizer(init_lr=config.learning_rate, num_train_steps=total_steps,
+                                      num_warmup_steps=warmup_steps_of(config, total_steps),
+                                      weight_decay_rate=config.weight_decay_rate, **moments)
     if config.lr_schedule == "rsqrt":
         schedule = InverseSquareRoot(config.learning_rate, config.warmup_steps)
-        adamw = AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate,
-                                beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
-                                exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
-    return Adafactor(schedule) if config.optimizer == "adafactor" else adamw
+    if config.optimizer == "adafactor":
+        return Adafactor(schedule)
+    if config.lr_schedule == "linear" and not config.weight_decay_rate:
+        return adam  # create_optimizer's plain Adam: nothing decays
+    return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate,
+                           beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
+                           exclude_from_weight_decay=[*NO_DECAY, *no_decay])
 
 
 def create_state(optimizer, variables) -> None:

@@ -49,6 +49,7 @@ class Task:
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
     packs: bool = False  # whether --pack can put several of its examples in one row
+    no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
 
     def __init__(self, name: str):
         self.name = name

@@ -161,7 +161,7 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
         raise UserError(f"the model cannot be built with these settings: {reason_of(error)}; fix --model-config or "
                         "--config-overrides") from None
     model.build_in_name_scope()  # the weights exist before a backup is restored into them
-    optimizer = make_optimizer(config, plan.total_steps)
+    optimizer = make_optimizer(config, plan.total_steps, task.no_weight_decay)
     create_state(optimizer, model.trainable_variables)  # now, under the strategy: its size is known, a backup restores
     log(describe_optimizer(config, optimizer, model))
     return model, optimizer

@@ -16,6 +16,7 @@ class Ia3(WrapsDenseLayers):
     name = "ia3"
     settings_class = Ia3Settings
     targets_flag = "--ia3-targets"
+    no_weight_decay = ("ia3_l",)  # scales whose no-op is 1
 
     def wrap(self, model, dense, module: str) -> Ia3Dense:
         return Ia3Dense(dense, feedforward=matches(module, self.settings.feedforward_for(model.config.model_type)))

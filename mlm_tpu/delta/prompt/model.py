@@ -22,6 +22,7 @@ class LearnsVirtualTokens(DeltaMethod):
     settings_class = VirtualTokenSettings
     supported_model_types = ("t5",)
     make_adapter_config = staticmethod(adapter_config)
+    no_weight_decay = (KEY,)  # virtual tokens: embeddings, not weights to keep small
 
     def state_dict(self, model) -> Dict[str, np.ndarray]:
         return {KEY: self.table.prompt_embeddings.numpy()}
@@ -35,6 +36,8 @@ class LearnsVirtualTokens(DeltaMethod):
 
 class PromptTuning(LearnsVirtualTokens):
     name = "prompt"
+    why_not_packed = ("alone, an example's virtual tokens attend to its tokens (and they to them), so each example of "
+                      "a packed row would need its own copy of them")
 
     def apply(self, model) -> None:
         self.check_model(model)
