@@ -41,21 +41,28 @@ def per_example(labels, logits, segments=None):
     return np.array(found)
 
 
+def tiny_t5():
+    """A tiny T5 with dropout off (random weights, seeded)."""
+    import tf_keras as keras
+    from transformers import AutoTokenizer, TFT5ForConditionalGeneration
+
+    from mlm_tpu.t5.presets import config_for
+
+    keras.utils.set_random_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "t5-tokenizer")
+    return TFT5ForConditionalGeneration.from_config(config_for("t5-tiny", tokenizer, "dropout_rate=0"))
+
+
 def test_packed_rows_give_every_example_its_own_loss_and_the_same_gradients(examples):
     """The masking proof: a tiny T5 (dropout off) on the 80 examples one per row, and packed several per row,
     gives each example the same loss within 1e-5, the same hits, and the batch the same gradients."""
     import tensorflow as tf
-    import tf_keras as keras
-    from transformers import AutoTokenizer, TFT5ForConditionalGeneration
 
     from mlm_tpu.shards.text2text_packing import pack_examples
     from mlm_tpu.t5.packed import packed_outputs
-    from mlm_tpu.t5.presets import config_for
 
     _, batch = examples
-    keras.utils.set_random_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "t5-tokenizer")
-    model = TFT5ForConditionalGeneration.from_config(config_for("t5-tiny", tokenizer, "dropout_rate=0"))
+    model = tiny_t5()
     packed = pack_examples(batch)
     rows = len(packed["input_ids"])
     assert rows < len(batch["input_ids"]) / 2  # short examples: several per row
@@ -74,6 +81,27 @@ def test_packed_rows_give_every_example_its_own_loss_and_the_same_gradients(exam
                           tape.gradient(together.loss, model.trainable_variables)):
         np.testing.assert_allclose(tf.convert_to_tensor(other).numpy(), tf.convert_to_tensor(one).numpy(),
                                    atol=2e-6, rtol=1e-4)
+
+
+def test_prefix_tuning_scores_packed_rows_as_each_example_alone(examples):
+    """Prefix tuning on packed rows: each target token sees the prefix as far away as alone (PEFT puts it right
+    before the example's first target token), not as far as the example's offset in its row, so every example's
+    loss is its loss alone, within 1e-5 (an example packed at offset o otherwise saw the prefix o tokens away)."""
+    from types import SimpleNamespace
+
+    from mlm_tpu.delta import method_class
+    from mlm_tpu.shards.text2text_packing import pack_examples
+    from mlm_tpu.t5.packed import packed_outputs
+
+    _, batch = examples
+    model = tiny_t5()
+    model.build_in_name_scope()
+    method_class("prefix").of(SimpleNamespace(num_virtual_tokens=4)).apply(model)
+    packed = pack_examples(batch)
+    expected = per_example(batch["labels"], model(**batch).logits)
+    got = per_example(packed["labels"], packed_outputs(model, packed, training=False).logits, packed["target_segments"])
+    assert max(len(set(row) - {0}) for row in packed["target_segments"].numpy()) >= 3  # offsets of several tokens
+    np.testing.assert_allclose(got[:, 0] / got[:, 2], expected[:, 0] / expected[:, 2], atol=1e-5)
 
 
 def test_packing_keeps_every_token_of_every_example_in_order(examples):

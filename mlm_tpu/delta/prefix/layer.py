@@ -40,15 +40,28 @@ class PrefixedSelfAttention(keras.layers.Layer):
             present = (present[0][:, :, count:], present[1][:, :, count:])
         return (outputs[0], present) + tuple(outputs[2:])
 
-
     def _position_bias(self, length, count, mask):
         """The first layer's relative position bias (and the mask) for `length` queries after `count` prefix
-        positions, computed here: T5's own way to find the offset (a dynamic slice) has no gradient."""
+        positions, computed here: T5's own way to find the offset (a dynamic slice) has no gradient.
+
+        A query sees its own keys at their distance in the row, and the prefix as far away as from its position in
+        its example: alone, PEFT's prefix comes right before the example's first token. In packed rows (--pack, the
+        decoder's causal mask block-diagonal) a query's example starts at the first key the mask lets it see."""
         base = self.base_layer
-        if base.has_relative_attention_bias:
-            bias = base.compute_bias(length + count, length + count)[:, :, count:, :]
-        else:
+        if not base.has_relative_attention_bias:
             bias = tf.zeros((1, base.n_heads, length, length + count))
+            return bias if mask is None else tf.cast(bias, mask.dtype) + mask
+        queries = tf.range(length)[None, :, None]  # [1, queries, 1]: each query's position in the row
+        in_example = queries
+        if mask is not None:  # additive [batch, 1, queries, prefix + keys]: 0 where the query sees the key
+            seen = tf.cast(tf.equal(mask[:, 0, :, count:], 0), tf.int32)
+            in_example = queries - tf.argmax(seen, axis=-1, output_type=tf.int32)[:, :, None]
+        keys = tf.range(-count, length)[None, None, :]  # the prefix at -count .. -1, right before position 0
+        relative = keys - tf.where(keys < 0, in_example, queries)
+        bucket = base._relative_position_bucket(relative, bidirectional=False,
+                                                num_buckets=base.relative_attention_num_buckets,
+                                                max_distance=base.relative_attention_max_distance)
+        bias = tf.transpose(tf.gather(base.relative_attention_bias, bucket), [0, 3, 1, 2])  # [b, heads, q, keys]
         return bias if mask is None else tf.cast(bias, mask.dtype) + mask
 
 
