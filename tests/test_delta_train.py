@@ -194,6 +194,35 @@ def run_check(python: str, script: str, *arguments) -> list:
     return [json.loads(line) for line in result.stdout.strip().splitlines() if line.startswith("{")]
 
 
+def wide_t5_prefix(folder: Path) -> tuple:
+    """Prefix tuning on a random T5 whose d_model (16) is not heads x d_kv (2 x 16), as t5-3b's (1024 against
+    32 x 128): (adapter folder, base folder), each written by mlm_tpu's own savers."""
+    from types import SimpleNamespace
+
+    import tf_keras as keras
+    from transformers import T5Config, TFT5ForConditionalGeneration
+
+    from mlm_tpu.delta import method_class
+    from mlm_tpu.delta.folder import save_adapter_folder
+    from mlm_tpu.model_folder.card import CardFacts
+    from mlm_tpu.model_folder.saving import save_model_folder
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    keras.utils.set_random_seed(0)
+    tokenizer = load_tokenizer(str(CHECKS / "fixtures" / "made-by-0.2" / "t5-tokenizer"))
+    model = TFT5ForConditionalGeneration(T5Config(vocab_size=len(tokenizer), d_model=16, d_kv=16, num_heads=2,
+                                                  d_ff=32, num_layers=1, decoder_start_token_id=0))
+    model.build_in_name_scope()
+    facts = CardFacts.of_model(make_task("generation"), model, tokenizer)
+    save_model_folder(str(folder / "base"), model, tokenizer, facts)
+    prefix = method_class("prefix").of(SimpleNamespace(num_virtual_tokens=4))
+    prefix.apply(model)
+    save_adapter_folder(str(folder / "adapter"), prefix, model, tokenizer, str(folder / "base"), facts, None,
+                        "adapter")
+    return folder / "adapter", folder / "base"
+
+
 @pytest.fixture(scope="module")
 def peft_reports(delta_runs, roberta_lora, trained_classifier, trained_mlm, tmp_path_factory):
     """PEFT 0.21 on transformers 5 (PyTorch) loading every PEFT folder, in one process: {name: report}."""
@@ -202,6 +231,7 @@ def peft_reports(delta_runs, roberta_lora, trained_classifier, trained_mlm, tmp_
     cases = {method: (delta_runs[method][0], trained_classifier[0], "T5ForConditionalGeneration")
              for method in PEFT_TYPES}
     cases["roberta-lora"] = roberta_lora[0], trained_mlm[0], "RobertaForMaskedLM"
+    cases["wide-t5-prefix"] = *wide_t5_prefix(tmp_path_factory.mktemp("wide-t5")), "T5ForConditionalGeneration"
     arguments = []
     for name, (adapter, base, class_name) in cases.items():
         tensorflow_logits(adapter, folder / f"{name}.npz")
@@ -209,9 +239,11 @@ def peft_reports(delta_runs, roberta_lora, trained_classifier, trained_mlm, tmp_
     return dict(zip(cases, run_check(python, "peft_check.py", *arguments)))
 
 
-@pytest.mark.parametrize("name", [*PEFT_TYPES, "roberta-lora"])
+@pytest.mark.parametrize("name", [*PEFT_TYPES, "roberta-lora", "wide-t5-prefix"])
 def test_peft_loads_each_adapter_with_every_key_and_the_same_logits(name, peft_reports):
+    """wide-t5-prefix: prefix tuning on a T5 whose d_model is not heads x d_kv (t5-3b's, t5-11b's shape)."""
     report = peft_reports[name]
+    assert "error" not in report, report["error"]
     assert report["missing"] == [] and report["unexpected"] == [], report
     assert report["max_abs_diff"] < 1e-4, report
     assert report["change_from_base"] > 1e-6, report  # the adapter was applied, not silently skipped

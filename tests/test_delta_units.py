@@ -12,15 +12,16 @@ SETTINGS = SimpleNamespace(lora_rank=4, lora_alpha=8.0, lora_dropout=0.0, lora_t
 STARTS_AS_BASE = {"lora", "ia3", "adapter"}  # prompt and prefix add tokens: the output changes from the start
 
 
-def tiny_model(model_type: str):
+def tiny_model(model_type: str, **t5_shape):
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
     import tf_keras as keras
     from transformers import RobertaConfig, T5Config, TFRobertaForMaskedLM, TFT5ForConditionalGeneration
 
     keras.utils.set_random_seed(1)
     if model_type == "t5":
-        model = TFT5ForConditionalGeneration(T5Config(vocab_size=60, d_model=32, d_ff=64, num_layers=2, num_heads=4,
-                                                      d_kv=8, decoder_start_token_id=0, dropout_rate=0.0))
+        shape = dict(vocab_size=60, d_model=32, d_ff=64, num_layers=2, num_heads=4, d_kv=8, decoder_start_token_id=0,
+                     dropout_rate=0.0)
+        model = TFT5ForConditionalGeneration(T5Config(**{**shape, **t5_shape}))
     else:
         model = TFRobertaForMaskedLM(RobertaConfig(vocab_size=60, hidden_size=32, intermediate_size=64,
                                                    num_hidden_layers=2, num_attention_heads=4, pad_token_id=1,
@@ -107,6 +108,20 @@ def test_targets_that_match_no_layer_and_unsupported_models_are_refused():
         method_class("lora").of(SimpleNamespace(**{**vars(SETTINGS), "lora_targets": ("q", "v")})).apply(model)
     with pytest.raises(UserError, match="--delta prefix does not support roberta models"):
         method_class("prefix").of(SETTINGS).apply(model)
+
+
+def test_prefix_rows_are_as_wide_as_heads_x_d_kv_where_that_is_not_d_model():
+    """PEFT views each row of the prefix table as [2 x layers, heads, token_dim // heads]: token_dim must be heads x
+    d_kv, the keys' width, which is not d_model in t5-3b and t5-11b (here 4 x 16 against 32). PEFT loading such a
+    folder, with our logits, is tests/test_delta_train.py's."""
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model("t5", d_kv=16)
+    prefix = method_class("prefix").of(SETTINGS)
+    prefix.apply(model)
+    config = prefix.adapter_config(model, "base")
+    assert config["token_dim"] == 64 and config["num_attention_heads"] == 4
+    assert prefix.state_dict(model)["prompt_embeddings"].shape == (4, config["num_layers"] * 2 * config["token_dim"])
 
 
 @pytest.mark.parametrize("setting, value", [("delta", "ia3"), ("lora_rank", 4), ("lora_alpha", 32.0),

@@ -66,7 +66,7 @@ class PrefixedSelfAttention(keras.layers.Layer):
 
 
 class PrefixTable(keras.layers.Layer):
-    """PEFT's prefix weight, `prompt_embeddings` [virtual tokens, 2 x layers x d_model]."""
+    """PEFT's prefix weight, `prompt_embeddings` [virtual tokens, 2 x layers x heads x head size]."""
 
     def __init__(self, num_virtual_tokens: int, rows: int, heads: int, head_size: int, **kwargs):
         super().__init__(name="prefix_table", **kwargs)
