@@ -124,6 +124,39 @@ def test_prefix_rows_are_as_wide_as_heads_x_d_kv_where_that_is_not_d_model():
     assert prefix.state_dict(model)["prompt_embeddings"].shape == (4, config["num_layers"] * 2 * config["token_dim"])
 
 
+def test_prompt_tuning_starts_as_its_config_says_sampled_vocabulary():
+    """PEFT's SAMPLE_VOCAB: each virtual token starts as the embedding of a token drawn from the vocabulary."""
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model("t5")
+    prompt = method_class("prompt").of(SETTINGS)
+    prompt.apply(model)
+    assert prompt.adapter_config(model, "base")["prompt_tuning_init"] == "SAMPLE_VOCAB"
+    vocabulary = model.shared.embeddings.numpy()
+    for row in prompt.state_dict(model)["prompt_embeddings"]:
+        assert (vocabulary == row).all(axis=1).any()
+
+
+def test_bottleneck_adapters_start_as_their_config_says_mam_adapter():
+    """AdapterHub's `mam_adapter`: the down-projection as PyTorch's Linear starts (kaiming_uniform_ with a = sqrt(5):
+    uniform within 1/sqrt(fan in)), its bias and the whole up-projection 0."""
+    from mlm_tpu.delta import method_class
+
+    model = tiny_model("t5")
+    adapters = method_class("adapter").of(SETTINGS)
+    adapters.apply(model)
+    assert adapters.adapter_config(model, "base")["config"]["init_weights"] == "mam_adapter"
+    bound = 1 / np.sqrt(32)  # d_model: the down-projection's fan in
+    downs = []
+    for name, array in adapters.state_dict(model).items():
+        if name.endswith("adapter_down.0.weight"):
+            assert 0.9 * bound < np.abs(array).max() <= bound, name
+            downs.append(array.tobytes())
+        else:
+            assert not array.any(), name
+    assert len(set(downs)) == len(downs) == 8  # Houlsby: 2 in each of the 4 blocks, each its own draw
+
+
 @pytest.mark.parametrize("setting, value", [("delta", "ia3"), ("lora_rank", 4), ("lora_alpha", 32.0),
                                             ("lora_targets", ("q", "k", "v")), ("num_virtual_tokens", 8),
                                             ("adapter_kind", "houlsby"), ("adapter_reduction", 8)])

@@ -32,7 +32,8 @@ class AdapterSettings:
 
 
 def adapter_config(settings: AdapterSettings, model, base_model: str) -> dict:
-    """What AdapterHub's `save_adapter` writes (`init_weights: mam_adapter`: the up-projection starts at zero)."""
+    """What AdapterHub's `save_adapter` writes (`init_weights: mam_adapter`, as Bottleneck starts: the
+    down-projection as PyTorch's Linear, the up-projection at zero)."""
     _, fields = KINDS[settings.kind]
     return {"config": {**COMMON, **fields, "reduction_factor": settings.reduction},
             "hidden_size": model.config.d_model, "model_class": type(model).__name__.removeprefix("TF"),

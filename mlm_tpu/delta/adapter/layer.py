@@ -8,15 +8,22 @@ import tf_keras as keras
 ACTIVATIONS = {"relu": tf.nn.relu, "swish": tf.nn.silu}
 
 
+def linear_start():
+    """PyTorch Linear's start, uniform within sqrt(3 x 1/3 / fan in); a new instance for each layer (Keras gives an
+    unseeded instance's every call the same values)."""
+    return keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform")
+
+
 class Bottleneck(keras.layers.Layer):
     """down (d -> d / reduction, bias), the activation, up (back to d, bias, zero at first: the adapter adds
-    nothing until trained)."""
+    nothing until trained). Started as AdapterHub's `mam_adapter`: down as PyTorch's Linear (kaiming_uniform_ with
+    a = sqrt(5): uniform within 1/sqrt(d)), its bias 0."""
 
     def __init__(self, width: int, bottleneck: int, activation: str, **kwargs):
         super().__init__(name="bottleneck", **kwargs)
         self.activation = ACTIVATIONS[activation]
         self.adapter_down = keras.layers.Dense(bottleneck, name="adapter_down",
-                                               kernel_initializer=keras.initializers.HeUniform())
+                                               kernel_initializer=linear_start())
         self.adapter_up = keras.layers.Dense(width, name="adapter_up", kernel_initializer="zeros")
         self.adapter_down.build([None, None, width])
         self.adapter_up.build([None, None, bottleneck])

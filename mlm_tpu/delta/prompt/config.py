@@ -27,4 +27,4 @@ def model_shape(model_config) -> dict:
 def adapter_config(settings: VirtualTokenSettings, model_config, task_type: str, base_model: str) -> dict:
     return {"peft_type": "PROMPT_TUNING", "task_type": task_type, "base_model_name_or_path": base_model,
             "num_virtual_tokens": settings.num_virtual_tokens, "num_transformer_submodules": 1,
-            **model_shape(model_config), "prompt_tuning_init": "RANDOM", "inference_mode": True}
+            **model_shape(model_config), "prompt_tuning_init": "SAMPLE_VOCAB", "inference_mode": True}
