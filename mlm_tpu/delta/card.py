@@ -19,7 +19,9 @@ def _usage(method, base_model: str, name: str) -> List[str]:
         return ["## Use it", "", "With AdapterHub's `adapters` (transformers 4.57, PyTorch):", "", "```python",
                 "import adapters", "from transformers import AutoModelForSeq2SeqLM", "",
                 f'model = AutoModelForSeq2SeqLM.from_pretrained("{base_model}")', "adapters.init(model)",
-                f'model.load_adapter("{name}", set_active=True)', "```"]
+                f'model.load_adapter("{name}", set_active=True, use_safetensors=True)', "```", "",
+                "(`use_safetensors=True`: the folder holds `adapter.safetensors`, which `adapters` reads only when "
+                "asked to.)"]
     return ["## Use it", "", "With PEFT (PyTorch):", "", "```python", "from peft import PeftModel",
             "from transformers import AutoModel", "",
             f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task',
