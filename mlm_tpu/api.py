@@ -30,7 +30,7 @@ def _config(config_class: type, settings: Dict[str, Any]) -> Any:
 def train_tokenizer(output_dir: str, **settings) -> str:
     """Train a Unigram tokenizer and save it in `output_dir` (`python -m mlm_tpu.tokenizer train`).
 
-    Example:
+    Examples:
         >>> import mlm_tpu
         >>> mlm_tpu.train_tokenizer("runs/api/tokenizer", builtin_corpus="pydoc-topics", vocab_size=2000,
         ...                         overwrite=True)
@@ -45,7 +45,7 @@ def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
     """Cut a corpus into count-named TFRecord shards in `output_dir/<split>`; returns the split's manifest
     (`python -m mlm_tpu.shard`).
 
-    Example:
+    Examples:
         >>> manifest = mlm_tpu.shard_corpus("runs/api/tokenizer", "runs/api/shards", builtin_corpus="pydoc-topics",
         ...                                 split="validation", max_length=64, overwrite=True)
         >>> manifest["records"] > 0
@@ -62,7 +62,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     `callbacks` are Keras callbacks: they get on_train_begin/end, on_epoch_begin/end (with the
     epoch's training and validation figures) and on_train_batch_end after each call to the device.
 
-    Example:
+    Examples:
         >>> result = mlm_tpu.train_model("runs/api/shards/validation", "runs/api/model",
         ...                              tokenizer="runs/api/tokenizer", model_config="tiny", max_steps=5)
         >>> result.steps
@@ -83,7 +83,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
 def evaluate_model(model: str, eval_dataset: str, **settings):
     """Score a trained model on shards (`python -m mlm_tpu.evaluate`): returns an EvaluationResult (task, scores).
 
-    Example:
+    Examples:
         >>> mlm_tpu.evaluate_model("runs/api/model", "runs/api/shards/validation").scores["masked_accuracy"] >= 0
         True
     """
@@ -103,7 +103,7 @@ def fill_mask(model: str, sentences: Sequence[str], top_k: int = 5,
               base_model: Optional[str] = None) -> List[List[List[dict]]]:
     """For each sentence, for each [MASK] in it, the top-k candidates (`python -m mlm_tpu.predict`).
 
-    Example:
+    Examples:
         >>> best = mlm_tpu.fill_mask("runs/api/model", ["The [MASK] statement raises an exception."], top_k=3)
         >>> len(best[0][0])
         3
@@ -135,7 +135,7 @@ def export_model(model: str, **settings) -> str:
     With `merge=True`, `model` is a LoRA or IA3 adapter folder, folded into its base (or `base_model`) and written
     whole into `output_dir`.
 
-    Example:
+    Examples:
         >>> mlm_tpu.export_model("runs/api/model", output_dir="runs/api/exported", overwrite=True)
         'runs/api/exported'
     """
@@ -153,7 +153,7 @@ def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = Fals
     """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, which the trainer draws at
     its end: replacing it takes `overwrite`); returns its path.
 
-    Example:
+    Examples:
         >>> mlm_tpu.plot_loss("runs/api/model", overwrite=True)
         'runs/api/model/loss.png'
     """

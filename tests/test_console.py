@@ -1,5 +1,5 @@
-"""The console command `mlm-tpu` (pyproject's [project.scripts]) in the project's environment, the Python
-API's docstring examples, and the README's worked Python example, all run for real."""
+"""The console command `mlm-tpu` (pyproject's [project.scripts]) in the project's environment, and the README's
+worked Python example, run for real (the docstrings' examples run in test_docs.py)."""
 
 import os
 import re
@@ -85,25 +85,3 @@ def test_the_readme_python_example_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "runs" / "api" / "model" / "tf_model.h5").is_file()
     assert "masked_accuracy" in result.stdout
-
-
-@pytest.mark.slow
-def test_the_api_docstring_examples_run_in_order(tmp_path):
-    """Each function's example, run as a notebook user would paste them: one after the other, in one process."""
-    code = f"""
-import doctest, sys
-import mlm_tpu
-from mlm_tpu import api
-globs = {{}}
-for name in ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "export_model",
-             "plot_loss"):
-    test = doctest.DocTestParser().get_doctest(getattr(api, name).__doc__, globs, name, None, 0)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    runner.run(test, clear_globs=False)
-    globs.update(test.globs)  # the next example goes on from here, as in one notebook
-    if runner.failures or not test.examples:
-        sys.exit(f"{{name}}: {{runner.failures}} failures in {{len(test.examples)}} examples")
-print("all examples passed")
-"""
-    result = run_python(code, tmp_path)
-    assert result.returncode == 0 and "all examples passed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]

@@ -104,7 +104,7 @@ def step(number: int, text: str) -> None:
     print(f"\n=== Step {number}: {text}", flush=True)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.demo") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flag(parser, "--output-dir", default="runs/demo",
              help="Where the demo writes everything (default: runs/demo): a new folder, or the demo's earlier output, "
@@ -114,7 +114,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.de
     add_flag(parser, "--num-epochs", type=int, default=None,
              help=f"Passes over the ~1,600 training examples (default: the config's, {DEMO_CONFIG.name}: 60, about "
                   "2.5 minutes on 2 cores).")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.demo") -> None:
+    args = build_parser(prog).parse_args(argv)
     started = time.perf_counter()
     claim_output_dir(args.output_dir)
     tokenizer_dir = os.path.join(args.output_dir, "tokenizer")

@@ -11,7 +11,7 @@ from mlm_tpu.model_folder.export import ExportConfig
 FLAGS = ConfigFlags(ExportConfig)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.export") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=export.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--model", "--model-name-or-path", required=True,
@@ -32,7 +32,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ex
               help="With --merge: the adapter's base model, in place of the one its adapter_config.json names.")
     FLAGS.add(parser, "--hub-model-id", help="Then push the exported folder to this 🤗 Hub repo (e.g. me/my-model).")
     add_verbose_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.export") -> None:
+    args = build_parser(prog).parse_args(argv)
     config = FLAGS.build(args)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)

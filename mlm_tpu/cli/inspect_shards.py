@@ -12,7 +12,7 @@ from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
 FLAGS = ConfigFlags(InspectionConfig)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.inspect") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=inspection.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--dataset", required=True, help="A split's folder of shards, local or gs:// (any kind).")
@@ -24,7 +24,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.in
     add_flag(parser, "--json", action="store_true",
              help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}}.')
     add_verbose_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.inspect") -> None:
+    args = build_parser(prog).parse_args(argv)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
     from mlm_tpu.tasks import plug_in_of_split

@@ -19,7 +19,7 @@ from mlm_tpu.training.local_cluster import launch
 COMMANDS = ("train",)
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.launch") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      usage=f"{prog} --workers N [--port P] -- train <train flags>")
@@ -29,7 +29,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.la
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="After --: the command every worker runs, `train` and its flags (see `mlm-tpu train "
                              "--help`).")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.launch") -> None:
+    args = build_parser(prog).parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or command[0] not in COMMANDS:
         raise UserError(f"give the command after --, e.g. `{prog} --workers 2 -- train --train-dataset ...`; only "

@@ -7,15 +7,20 @@ The same commands keep their 🤗-example-style spellings: `python -m mlm_tpu.to
 either way.
 """
 
+import argparse
 import difflib
 import importlib
 import sys
-from typing import Optional, Sequence
+from types import ModuleType
+from typing import Dict, Optional, Sequence
 
 from mlm_tpu.cli import run_command
 from mlm_tpu.errors import UserError
 
-COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
+# command -> (module in mlm_tpu.cli, what it does). Each module has `main(argv, prog)` and `build_parser(prog)`, the
+# parser its --help prints; argparse sub-commands, and a module's MODES (first arguments it dispatches by hand, each
+# (parser, run)), have a --help of their own. The docs make a page of each (`help_parsers`).
+COMMANDS = {
     "tokenizer": ("tokenizer", "train a Unigram tokenizer, or see how one encodes text"),
     "shard": ("shard", "cut a corpus into count-named TFRecord shards (local or gs://)"),
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
@@ -29,8 +34,39 @@ COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
 }
 
 
+def command_module(command: str) -> ModuleType:
+    return importlib.import_module(f"mlm_tpu.cli.{COMMANDS[command][0]}")
+
+
 def command_main(command: str):
-    return importlib.import_module(f"mlm_tpu.cli.{COMMANDS[command][0]}").main
+    return command_module(command).main
+
+
+def listing() -> str:
+    """What `mlm-tpu --help` prints: the commands and what each does."""
+    commands = "\n".join(f"  {name:<10} {words}" for name, (_, words) in COMMANDS.items())
+    return f"usage: mlm-tpu COMMAND [flags]   (mlm-tpu COMMAND --help for its flags)\n\ncommands:\n{commands}"
+
+
+def help_parsers() -> Dict[str, argparse.ArgumentParser]:
+    """Every command line with a --help of its own ("train", "tokenizer train", "predict text2text", ...) and the
+    parser that prints it, in the order of COMMANDS: what the docs' command pages are generated from."""
+    parsers: Dict[str, argparse.ArgumentParser] = {}
+
+    def add(line: str, parser: argparse.ArgumentParser) -> None:
+        parsers[line] = parser
+        for action in parser._actions:  # argparse keeps sub-commands nowhere public
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    add(f"{line} {name}", sub)
+
+    for command in COMMANDS:
+        module, prog = command_module(command), f"mlm-tpu {command}"
+        add(command, module.build_parser(prog))
+        for mode, (mode_parser, _) in getattr(module, "MODES", {}).items():
+            if mode != module.DEFAULT_MODE:  # the default mode's --help is the command's
+                add(f"{command} {mode}", mode_parser(prog))
+    return parsers
 
 
 def run_as_main(module_name: str, command: str) -> None:
@@ -43,9 +79,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     asked_for_help = arguments[:1] in (["-h"], ["--help"])
     if asked_for_help or not arguments or arguments[0] not in COMMANDS:
-        listing = "\n".join(f"  {name:<10} {words}" for name, (_, words) in COMMANDS.items())
-        print(f"usage: mlm-tpu COMMAND [flags]   (mlm-tpu COMMAND --help for its flags)\n\ncommands:\n{listing}",
-              file=sys.stdout if asked_for_help else sys.stderr)
+        print(listing(), file=sys.stdout if asked_for_help else sys.stderr)
         if not asked_for_help:
             raise UserError(_what_is_wrong(arguments))
         return

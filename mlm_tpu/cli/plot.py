@@ -10,7 +10,7 @@ from mlm_tpu.model_folder.card import LOSS_PLOT
 from mlm_tpu.training import loss_plot
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.loss_plot") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=loss_plot.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", metavar="RUN_DIR", help="The --output-dir of a `python train.py` run.")
@@ -20,7 +20,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.lo
              help="Replace a plot mlm_tpu drew there before (the trainer draws RUN_DIR/loss.png at its end). A file "
                   "mlm_tpu did not write (or that was changed since) is never replaced, even so.")
     add_verbose_flag(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.loss_plot") -> None:
+    args = build_parser(prog).parse_args(argv)
     import_tensorflow(args.verbose)  # TensorBoard's log reader loads it
     output = args.output or os.path.join(args.run_dir, LOSS_PLOT)
     training, validation = loss_plot.plot_losses(args.run_dir, output, args.overwrite)

@@ -94,8 +94,8 @@ def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[s
     return args, config
 
 
-def run_fill_mask(arguments: List[str], prog: str) -> None:
-    args, config = parse(fill_mask_parser(prog), FILL_MASK_FLAGS, arguments, "sentences",
+def run_fill_mask(parser: argparse.ArgumentParser, arguments: List[str]) -> None:
+    args, config = parse(parser, FILL_MASK_FLAGS, arguments, "sentences",
                          "sentences with [MASK] where a word is missing")
     for sentence, predictions in zip(config.sentences, fill_mask.fill_mask(config, saved_model_loader(config.model, config.base_model, "mlm"))):
         if args.json:
@@ -104,8 +104,8 @@ def run_fill_mask(arguments: List[str], prog: str) -> None:
             print(format_table(sentence, predictions), flush=True)
 
 
-def run_text2text(arguments: List[str], prog: str) -> None:
-    args, config = parse(text2text_parser(prog), TEXT2TEXT_FLAGS, arguments, "inputs",
+def run_text2text(parser: argparse.ArgumentParser, arguments: List[str]) -> None:
+    args, config = parse(parser, TEXT2TEXT_FLAGS, arguments, "inputs",
                          "inputs (e.g. \"quality: How do I sort a list?\")")
     for result in prediction.predict_text2text(config, saved_model_loader(config.model, config.base_model, "t5")):
         if args.json:
@@ -118,11 +118,19 @@ def run_text2text(arguments: List[str], prog: str) -> None:
             print(f"input:  {result['input']}\noutput: {result['output']}\n", flush=True)
 
 
-TASKS = {"fill-mask": run_fill_mask, "text2text": run_text2text}
+# The first argument may name a mode; each has its parser (its own --help) and its run.
+MODES = {"fill-mask": (fill_mask_parser, run_fill_mask), "text2text": (text2text_parser, run_text2text)}
+DEFAULT_MODE = "fill-mask"
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    """What `predict --help` shows: the default mode's flags (their epilog points to the other mode's)."""
+    return MODES[DEFAULT_MODE][0](prog)
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.predict") -> None:
-    """Run the task named by the first argument, or fill-mask when the first argument names none."""
+    """Run the mode named by the first argument, or fill-mask when the first argument names none."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    task = arguments.pop(0) if arguments and arguments[0] in TASKS else "fill-mask"
-    TASKS[task](arguments, prog)
+    mode = arguments.pop(0) if arguments and arguments[0] in MODES else DEFAULT_MODE
+    parser, run = MODES[mode]
+    run(parser(prog), arguments)

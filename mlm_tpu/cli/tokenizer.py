@@ -68,7 +68,7 @@ def run_encode(args: argparse.Namespace) -> None:
                   f"{' '.join(map(str, item['ids']))}\ndecoded: {item['decoded']}\n")
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.tokenizer") -> None:
+def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Train a Unigram tokenizer, or look at how one encodes "
                                                             "text.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,encode}")
@@ -78,6 +78,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.to
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         add_flags(sub)
         sub.set_defaults(run=run)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.tokenizer") -> None:
+    args = build_parser(prog).parse_args(argv)
     args.run(args)
 

@@ -16,7 +16,7 @@ Item = TypeVar("Item")
 def reservoir_sample(items: Iterable[Item], size: int, seed: int) -> List[Item]:
     """`size` items drawn uniformly without replacement from `items` (all of them if fewer), in stream order.
 
-    Example:
+    Examples:
         >>> reservoir_sample(range(10), 3, seed=0)
         [1, 5, 6]
     """

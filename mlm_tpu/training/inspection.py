@@ -8,11 +8,13 @@ for training, so what is shown is what the model gets.
 """
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.training.task import Task
+
+if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
+    from mlm_tpu.training.task import Task
 
 
 @dataclass
@@ -26,7 +28,7 @@ class InspectionConfig:
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
 
 
-def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], Task]) -> List[Dict[str, dict]]:
+def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
     labels show only the positions that take a loss."""
