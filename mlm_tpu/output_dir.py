@@ -227,6 +227,19 @@ def check_output_dir(path: str, names: Iterable[str], overwrite: bool, flag: str
     check_replacing(f"{flag} {path}", others, [name for name in present if name not in others], overwrite, flag)
 
 
+def _umask() -> int:
+    umask = os.umask(0o077)  # reading it means setting one: a private one, for that instant
+    os.umask(umask)
+    return umask
+
+
+def give_umask_mode(path: str) -> None:
+    """Give a file about to be published the mode the umask gives new files (0666 less the umask), as every other
+    file of its folder has: mkstemp, and the writers built on it (safetensors' save_file), make private ones
+    (0600), which a team's shared folder or a web server cannot read, and a rename keeps the mode."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
 @contextlib.contextmanager
 def _written_beside(path: str, data: bytes) -> Iterator[str]:
     """A hidden temporary file holding `data` beside `path`, for the caller to move into place."""
@@ -236,7 +249,7 @@ def _written_beside(path: str, data: bytes) -> Iterator[str]:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(data)
-        os.chmod(temporary, 0o644)
+        give_umask_mode(temporary)
         yield temporary
     except OSError as error:
         raise UserError(f"cannot write {path}: {error.strerror or error}") from None
@@ -274,14 +287,15 @@ def staged_output_dir(path: str, folders: Sequence[str] = ()) -> Iterator[str]:
     try:
         os.makedirs(parent, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would stick to the result
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp's private 0700 would stick to the result
     except OSError as error:
         raise UserError(f"cannot write in '{parent}': {error.strerror or error}") from None
     try:
         yield staging
         names = sorted(os.listdir(staging))
+        for name in names:
+            if os.path.isfile(os.path.join(staging, name)):
+                give_umask_mode(os.path.join(staging, name))
         if not os.path.exists(path):
             record = Record(staging, recognise=False)
             record.files = {name: [_state(os.path.join(staging, name))] for name in names}
