@@ -480,6 +480,20 @@ def merge_an_adapter_whose_base_is_missing(inputs):
     return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
 
 
+@row("export", "adapter_model.safetensors is not a readable safetensors file", "cut short", kept=("lora-adapter",
+                                                                                                  "merged"))
+def merge_an_adapter_whose_weights_are_cut_short(inputs):
+    """Named before the output folder (holding the user's README.md) is checked: what it reads comes first."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder = adapter_folder(inputs, "lora", str(FIXTURES / "t5-classifier"))
+    save_file({"lora_A": np.zeros((8, 64), np.float32)}, str(folder / "adapter_model.safetensors"))
+    (folder / "adapter_model.safetensors").write_bytes((folder / "adapter_model.safetensors").read_bytes()[:-100])
+    text_file(inputs, "merged/README.md", "# my notes\n")
+    return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
+
+
 @row("export", "prompt tuning", "cannot be folded", "only lora and ia3", absent=("merged",))
 def merge_prompt_tuning(inputs):
     folder = adapter_folder(inputs, "prompt", str(FIXTURES / "t5-classifier"))
@@ -553,12 +567,39 @@ def export_in_place_over_the_users_readme(inputs):
     return ["--model", str(model), "--overwrite"]
 
 
+def exported_before(inputs: Inputs, name: str) -> Path:
+    """A copy of a model folder as an earlier export (or the trainer) left it: weights and card beside it."""
+    exported = inputs.copy(FIXTURES / "roberta", name)
+    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
+    text_file(inputs, f"{name}/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
+    return exported
+
+
 @row("export", "already holds", "README.md", "--overwrite", kept=("exported",))
 def export_over_an_earlier_export(inputs):
-    exported = inputs.copy(FIXTURES / "roberta", "exported")
-    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
-    text_file(inputs, "exported/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
-    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported)]
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported_before(inputs, "exported"))]
+
+
+@row("export", "error: --model ", "already holds", "model.safetensors", "--overwrite", "give an --output-dir",
+     kept=("model",))
+def export_in_place_over_an_earlier_export(inputs):
+    """In place, the folder is named by the flag the user gave: --model, not --output-dir."""
+    return ["--model", str(exported_before(inputs, "model"))]
+
+
+@row("export", "error: --model ", "tf_model.h5", "cut short", kept=("model",))
+def export_in_place_a_model_whose_weights_are_cut_short(inputs):
+    """What it reads is checked before where it writes: the damaged weights are named, not the earlier export."""
+    model = exported_before(inputs, "model")
+    (model / "tf_model.h5").write_bytes((model / "tf_model.h5").read_bytes()[:50_000])
+    return ["--model", str(model)]
+
+
+@row("plot", "the run folder", "loss.png", "did not write", kept=("run",))
+def plot_over_the_users_loss_png(inputs):
+    run = earlier_plot(inputs)
+    text_file(inputs, "run/loss.png", "my own picture, drawn over the trainer's")
+    return [str(run)]
 
 
 @row("plot", "figure.png", "did not write", "even with --overwrite", kept=("run",))
@@ -568,13 +609,41 @@ def plot_over_the_users_picture(inputs):
     return [str(run), "--output", str(run / "figure.png"), "--overwrite"]
 
 
-@row("plot", "already holds", "loss.png", "--overwrite", kept=("run",))
-def plot_over_its_earlier_plot(inputs):
+def earlier_plot(inputs: Inputs, name: str = "loss.png") -> Path:
+    """A copy of a run, with the plot mlm_tpu drew at `name` in it (the trainer's is loss.png)."""
     from mlm_tpu.training.loss_plot import plot_losses
 
     run = inputs.copy(FIXTURES / "roberta", "run")
-    plot_losses(str(run), str(run / "loss.png"))
-    return [str(run)]
+    plot_losses(str(run), str(run / name), overwrite=True)
+    return run
+
+
+def _redrawn(inputs: Inputs, stdout: str) -> None:
+    from mlm_tpu.output_dir import Record
+
+    plot = inputs.tmp / "run" / "loss.png"
+    assert f"written to {plot}" in stdout, stdout
+    assert plot.read_bytes().startswith(b"\x89PNG") and Record(str(plot.parent)).owns("loss.png")
+
+
+@row("plot", exit_code=0, check=_redrawn)
+def plot_redraws_the_runs_own_plot(inputs):
+    """Redrawing RUN_DIR/loss.png, which the trainer draws, is what plot is for: no --overwrite."""
+    return [str(earlier_plot(inputs))]
+
+
+@row("plot", "--output", "already holds", "figure.png", "--overwrite", kept=("run",))
+def plot_over_its_earlier_plot_elsewhere(inputs):
+    run = earlier_plot(inputs, "figure.png")
+    return [str(run), "--output", str(run / "figure.png")]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", kept=("run",))
+def plot_with_a_damaged_events_file_beside_an_earlier_plot(inputs):
+    """What it reads is checked before where it writes: the damage is reported, not the plot already there."""
+    run = earlier_plot(inputs, "figure.png")
+    next((run / "logs" / "train").glob("events.out.tfevents.*")).write_bytes(b"")
+    return [str(run), "--output", str(run / "figure.png")]
 
 
 @row("demo", "model", "did not make", kept=("runs",), absent=("runs/tokenizer", "runs/shards"))

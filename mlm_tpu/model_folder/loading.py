@@ -28,12 +28,18 @@ def _check_model_folder(name_or_path: str, flag: str) -> None:
 
 
 class SafetensorsWeights(Mapping):
-    """A safetensors file as the mapping of PyTorch names to arrays that transformers' loader iterates over."""
+    """A safetensors file as a mapping of names to arrays (what transformers' loader iterates over), read as it is
+    used; a damaged file (cut short, or not safetensors) is one line naming it: `what` says whose file it is, `fix`
+    what to do."""
 
-    def __init__(self, path: str):
-        from safetensors import safe_open
+    def __init__(self, path: str, what: str, fix: str):
+        from safetensors import SafetensorError, safe_open
 
-        self._file = safe_open(path, framework="numpy")
+        try:
+            self._file = safe_open(path, framework="numpy")
+        except (SafetensorError, OSError) as error:
+            raise UserError(f"{what}: its {os.path.basename(path)} is not a readable safetensors file "
+                            f"({reason_of(error)}; it may have been cut short); {fix}") from None
 
     def __iter__(self):
         return iter(self._file.keys())
@@ -64,7 +70,8 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     model.build_in_name_scope()
     loaded = set()
     for path in files:
-        _, info = load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again")
+        _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False,
                                                        allow_missing_keys=True, output_loading_info=True,
                                                        skip_logger_warnings=True)
         loaded.add(frozenset(info["missing_keys"]))
@@ -75,10 +82,26 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     return model
 
 
+def _check_tensorflow_weights(folder: str, flag: str) -> None:
+    """A local tf_model.h5 that HDF5 cannot open (cut short by a copy or a full disk) named as such: transformers
+    says only "Unable to load weights from h5 file", and suggests from_pt=True."""
+    import h5py
+
+    path = os.path.join(folder, "tf_model.h5")
+    if not os.path.isfile(path):
+        return
+    try:
+        h5py.File(path, "r").close()
+    except OSError as error:
+        raise UserError(f"{flag} {folder}: its tf_model.h5 cannot be read ({reason_of(error)}; it may have been cut "
+                        "short); copy the model folder again") from None
+
+
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
     weights), or a Hub name."""
     _check_model_folder(name_or_path, flag)
+    _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
         if files:
