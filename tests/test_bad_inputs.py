@@ -524,6 +524,13 @@ def tokenizer_over_an_earlier_tokenizer(inputs):
     return tokenizer_flags(inputs, a_corpus(inputs))
 
 
+@row("tokenizer", "--text-files", "missing.txt", kept=("tok",))
+def tokenizer_of_a_missing_corpus_over_an_earlier_tokenizer(inputs):
+    """What it reads is checked before where it writes: the missing corpus, not the tokenizer already there."""
+    inputs.copy(inputs.tokenizer, "tok")
+    return tokenizer_flags(inputs, str(inputs.tmp / "missing.txt"))
+
+
 @row("tokenizer", "tokenizer_config.json", "changed since", kept=("tok",))
 def tokenizer_over_one_the_user_edited(inputs):
     config = inputs.copy(inputs.tokenizer, "tok") / "tokenizer_config.json"
