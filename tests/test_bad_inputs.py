@@ -341,6 +341,13 @@ def train_on_invalid_manifest(inputs):
     return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
 
 
+@row("train", "manifest", "not valid JSON", kept=("model",), absent=("model/training_args.json",))
+def train_on_invalid_manifest_into_a_folder_with_the_users_readme(inputs):
+    """What it reads is checked before where it writes: the damaged manifest, not the README.md in the way."""
+    text_file(inputs, "model/README.md", "# notes on the run I plan\n")
+    return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
+
+
 @row("train", "holds", "fewer", "re-shard", absent=("model",))
 def train_on_short_shard_with_manifest(inputs):
     return train_flags(inputs, short_shards(inputs, keep_manifest=True))
@@ -439,6 +446,41 @@ def adapter_folder(inputs: Inputs, method: str, base: str) -> Path:
 @row("train", "--delta prefix does not support roberta models", absent=("adapter",))
 def delta_on_a_model_type_it_does_not_support(inputs):
     return delta_flags(inputs, "prefix", base="roberta")
+
+
+@row("train", "error: --model-name-or-path 'runs/modle'", "neither a model folder here nor", absent=("adapter",))
+def delta_on_a_misspelt_base_folder(inputs):
+    """Named by the flag the user gave, not by --tokenizer, whose default comes from the base."""
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = "runs/modle"
+    return flags
+
+
+@row("train", "error: --model-name-or-path", "holds no tokenizer", absent=("adapter",))
+def delta_on_a_base_folder_without_its_tokenizer(inputs):
+    base = inputs.copy(FIXTURES / "roberta", "base")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (base / name).unlink()
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = str(base)
+    return flags
+
+
+def t5_task_on_a_roberta(inputs: Inputs, *delta: str) -> List[str]:
+    return ["--task", "generation", *delta, "--model-name-or-path", str(FIXTURES / "roberta"), "--tokenizer",
+            str(FIXTURES / "t5-classifier"), "--train-dataset", str(FIXTURES / "t5-shards" / "train"),
+            "--per-replica-batch-size", "4", "--max-steps", "1", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def delta_of_a_t5_task_on_a_roberta(inputs):
+    """Checked before anything is built: transformers would build a T5 from the RoBERTa's config."""
+    return t5_task_on_a_roberta(inputs, "--delta", "lora")
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def t5_task_fine_tuning_a_roberta(inputs):
+    return t5_task_on_a_roberta(inputs)
 
 
 @row("train", "--lora-targets query", "matches no layer of this t5 model", absent=("adapter",))

@@ -13,7 +13,7 @@ needed) as the mapping it expects.
 import glob
 import os
 from collections.abc import Mapping
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -117,6 +117,39 @@ def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
     _check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
     return load_model(name_or_path, model_class, flag), tokenizer
+
+
+def read_model_config(name_or_path: str, flag: str):
+    """The config of a saved model (a folder or a Hub name), without loading its weights."""
+    from transformers import AutoConfig
+
+    _check_model_folder(name_or_path, flag)
+    try:
+        return AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{flag} '{name_or_path}' is neither a model folder here nor a reachable Hub model "
+                        f"({reason_of(error)}); check the name") from None
+
+
+def model_types(model_class) -> Tuple[str, ...]:
+    """The model types `model_class` can be built as: its config's, or every one an Auto class maps."""
+    mapping = getattr(model_class, "_model_mapping", None)
+    if mapping is None:
+        return (model_class.config_class.model_type,)
+    return tuple(config_class.model_type for config_class in mapping.keys())
+
+
+def check_model_type(name_or_path: str, model_class, flag: str, needed_by: str) -> None:
+    """Refuse a saved model of a type `model_class` cannot be (a T5 task given a RoBERTa: transformers would build a
+    T5 from the RoBERTa's config and fail at the first step); `needed_by` says who needs it ("--task generation")."""
+    found = read_model_config(name_or_path, flag).model_type
+    types = model_types(model_class)
+    if found in types:
+        return
+    wanted = (f"a {types[0]} base" if len(types) == 1 else
+              f"a base of one of the types {', '.join(types[:5])}{', ...' if len(types) > 5 else ''}")
+    raise UserError(f"{needed_by} needs {wanted}; {flag} {name_or_path} is a {found} model: give such a base, or "
+                    f"the --task of a {found} model")
 
 
 def model_type(name_or_path: str) -> Optional[str]:
