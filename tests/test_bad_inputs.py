@@ -849,7 +849,13 @@ def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[in
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
                                   for case in ROWS])
 def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
+    import huggingface_hub.constants
+    import transformers.utils.hub
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once, when the libraries are imported: a row naming what looks like a Hub model must not wait for the network
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True)
     monkeypatch.chdir(tmp_path)
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)
