@@ -62,7 +62,7 @@ def test_write_file_records_in_a_folder_with_a_record_and_refuses_a_users_file(t
     assert (tmp_path / "card.md").read_text() == "edited by the user"
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o007])
+@pytest.mark.parametrize("umask", [0o022, 0o007], ids=["umask-022", "umask-007"])
 def test_published_files_get_the_mode_the_umask_gives_whatever_wrote_them(umask, tmp_path):
     """safetensors' save_file and mkstemp make private (0600) files; published, every file is 0666 less the umask,
     so a team's shared folder or a web server can read the weights as it reads the rest."""
