@@ -150,11 +150,11 @@ def export_model(model: str, **settings) -> str:
 
 
 def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:
-    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, which the trainer draws at
-    its end: replacing it takes `overwrite`); returns its path.
+    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, the run's own plot, redrawn
+    as the trainer draws it; replacing an earlier plot elsewhere takes `overwrite`); returns its path.
 
     Examples:
-        >>> mlm_tpu.plot_loss("runs/api/model", overwrite=True)
+        >>> mlm_tpu.plot_loss("runs/api/model")
         'runs/api/model/loss.png'
     """
     import os

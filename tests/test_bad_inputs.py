@@ -341,6 +341,13 @@ def train_on_invalid_manifest(inputs):
     return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
 
 
+@row("train", "manifest", "not valid JSON", kept=("model",), absent=("model/training_args.json",))
+def train_on_invalid_manifest_into_a_folder_with_the_users_readme(inputs):
+    """What it reads is checked before where it writes: the damaged manifest, not the README.md in the way."""
+    text_file(inputs, "model/README.md", "# notes on the run I plan\n")
+    return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
+
+
 @row("train", "holds", "fewer", "re-shard", absent=("model",))
 def train_on_short_shard_with_manifest(inputs):
     return train_flags(inputs, short_shards(inputs, keep_manifest=True))
@@ -441,6 +448,41 @@ def delta_on_a_model_type_it_does_not_support(inputs):
     return delta_flags(inputs, "prefix", base="roberta")
 
 
+@row("train", "error: --model-name-or-path 'runs/modle'", "neither a model folder here nor", absent=("adapter",))
+def delta_on_a_misspelt_base_folder(inputs):
+    """Named by the flag the user gave, not by --tokenizer, whose default comes from the base."""
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = "runs/modle"
+    return flags
+
+
+@row("train", "error: --model-name-or-path", "holds no tokenizer", absent=("adapter",))
+def delta_on_a_base_folder_without_its_tokenizer(inputs):
+    base = inputs.copy(FIXTURES / "roberta", "base")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (base / name).unlink()
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = str(base)
+    return flags
+
+
+def t5_task_on_a_roberta(inputs: Inputs, *delta: str) -> List[str]:
+    return ["--task", "generation", *delta, "--model-name-or-path", str(FIXTURES / "roberta"), "--tokenizer",
+            str(FIXTURES / "t5-classifier"), "--train-dataset", str(FIXTURES / "t5-shards" / "train"),
+            "--per-replica-batch-size", "4", "--max-steps", "1", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def delta_of_a_t5_task_on_a_roberta(inputs):
+    """Checked before anything is built: transformers would build a T5 from the RoBERTa's config."""
+    return t5_task_on_a_roberta(inputs, "--delta", "lora")
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def t5_task_fine_tuning_a_roberta(inputs):
+    return t5_task_on_a_roberta(inputs)
+
+
 @row("train", "--lora-targets query", "matches no layer of this t5 model", absent=("adapter",))
 def lora_targets_matching_no_layer(inputs):
     return delta_flags(inputs, "lora", "--lora-targets", "query")
@@ -479,6 +521,20 @@ def merge_an_adapter_whose_base_is_missing(inputs):
     return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
 
 
+@row("export", "adapter_model.safetensors is not a readable safetensors file", "cut short", kept=("lora-adapter",
+                                                                                                  "merged"))
+def merge_an_adapter_whose_weights_are_cut_short(inputs):
+    """Named before the output folder (holding the user's README.md) is checked: what it reads comes first."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder = adapter_folder(inputs, "lora", str(FIXTURES / "t5-classifier"))
+    save_file({"lora_A": np.zeros((8, 64), np.float32)}, str(folder / "adapter_model.safetensors"))
+    (folder / "adapter_model.safetensors").write_bytes((folder / "adapter_model.safetensors").read_bytes()[:-100])
+    text_file(inputs, "merged/README.md", "# my notes\n")
+    return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
+
+
 @row("export", "prompt tuning", "cannot be folded", "only lora and ia3", absent=("merged",))
 def merge_prompt_tuning(inputs):
     folder = adapter_folder(inputs, "prompt", str(FIXTURES / "t5-classifier"))
@@ -507,6 +563,13 @@ def tokenizer_over_a_users_readme(inputs):
 def tokenizer_over_an_earlier_tokenizer(inputs):
     inputs.copy(inputs.tokenizer, "tok")
     return tokenizer_flags(inputs, a_corpus(inputs))
+
+
+@row("tokenizer", "--text-files", "missing.txt", kept=("tok",))
+def tokenizer_of_a_missing_corpus_over_an_earlier_tokenizer(inputs):
+    """What it reads is checked before where it writes: the missing corpus, not the tokenizer already there."""
+    inputs.copy(inputs.tokenizer, "tok")
+    return tokenizer_flags(inputs, str(inputs.tmp / "missing.txt"))
 
 
 @row("tokenizer", "tokenizer_config.json", "changed since", kept=("tok",))
@@ -552,12 +615,39 @@ def export_in_place_over_the_users_readme(inputs):
     return ["--model", str(model), "--overwrite"]
 
 
+def exported_before(inputs: Inputs, name: str) -> Path:
+    """A copy of a model folder as an earlier export (or the trainer) left it: weights and card beside it."""
+    exported = inputs.copy(FIXTURES / "roberta", name)
+    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
+    text_file(inputs, f"{name}/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
+    return exported
+
+
 @row("export", "already holds", "README.md", "--overwrite", kept=("exported",))
 def export_over_an_earlier_export(inputs):
-    exported = inputs.copy(FIXTURES / "roberta", "exported")
-    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
-    text_file(inputs, "exported/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
-    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported)]
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported_before(inputs, "exported"))]
+
+
+@row("export", "error: --model ", "already holds", "model.safetensors", "--overwrite", "give an --output-dir",
+     kept=("model",))
+def export_in_place_over_an_earlier_export(inputs):
+    """In place, the folder is named by the flag the user gave: --model, not --output-dir."""
+    return ["--model", str(exported_before(inputs, "model"))]
+
+
+@row("export", "error: --model ", "tf_model.h5", "cut short", kept=("model",))
+def export_in_place_a_model_whose_weights_are_cut_short(inputs):
+    """What it reads is checked before where it writes: the damaged weights are named, not the earlier export."""
+    model = exported_before(inputs, "model")
+    (model / "tf_model.h5").write_bytes((model / "tf_model.h5").read_bytes()[:50_000])
+    return ["--model", str(model)]
+
+
+@row("plot", "the run folder", "loss.png", "did not write", kept=("run",))
+def plot_over_the_users_loss_png(inputs):
+    run = earlier_plot(inputs)
+    text_file(inputs, "run/loss.png", "my own picture, drawn over the trainer's")
+    return [str(run)]
 
 
 @row("plot", "figure.png", "did not write", "even with --overwrite", kept=("run",))
@@ -567,13 +657,41 @@ def plot_over_the_users_picture(inputs):
     return [str(run), "--output", str(run / "figure.png"), "--overwrite"]
 
 
-@row("plot", "already holds", "loss.png", "--overwrite", kept=("run",))
-def plot_over_its_earlier_plot(inputs):
+def earlier_plot(inputs: Inputs, name: str = "loss.png") -> Path:
+    """A copy of a run, with the plot mlm_tpu drew at `name` in it (the trainer's is loss.png)."""
     from mlm_tpu.training.loss_plot import plot_losses
 
     run = inputs.copy(FIXTURES / "roberta", "run")
-    plot_losses(str(run), str(run / "loss.png"))
-    return [str(run)]
+    plot_losses(str(run), str(run / name), overwrite=True)
+    return run
+
+
+def _redrawn(inputs: Inputs, stdout: str) -> None:
+    from mlm_tpu.output_dir import Record
+
+    plot = inputs.tmp / "run" / "loss.png"
+    assert f"written to {plot}" in stdout, stdout
+    assert plot.read_bytes().startswith(b"\x89PNG") and Record(str(plot.parent)).owns("loss.png")
+
+
+@row("plot", exit_code=0, check=_redrawn)
+def plot_redraws_the_runs_own_plot(inputs):
+    """Redrawing RUN_DIR/loss.png, which the trainer draws, is what plot is for: no --overwrite."""
+    return [str(earlier_plot(inputs))]
+
+
+@row("plot", "--output", "already holds", "figure.png", "--overwrite", kept=("run",))
+def plot_over_its_earlier_plot_elsewhere(inputs):
+    run = earlier_plot(inputs, "figure.png")
+    return [str(run), "--output", str(run / "figure.png")]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", kept=("run",))
+def plot_with_a_damaged_events_file_beside_an_earlier_plot(inputs):
+    """What it reads is checked before where it writes: the damage is reported, not the plot already there."""
+    run = earlier_plot(inputs, "figure.png")
+    next((run / "logs" / "train").glob("events.out.tfevents.*")).write_bytes(b"")
+    return [str(run), "--output", str(run / "figure.png")]
 
 
 @row("demo", "model", "did not make", kept=("runs",), absent=("runs/tokenizer", "runs/shards"))
@@ -730,7 +848,13 @@ def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[in
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
                                   for case in ROWS])
 def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
+    import huggingface_hub.constants
+    import transformers.utils.hub
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once, when the libraries are imported: a row naming what looks like a Hub model must not wait for the network
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True)
     monkeypatch.chdir(tmp_path)
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)

@@ -26,19 +26,18 @@ from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
 from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.tokenizer.load import load_tokenizer
-from mlm_tpu.training.task import BestMetric, Task, Validation
+from mlm_tpu.training.task import BestMetric, Task, Validation, tokenizer_source
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
 
 
 def load_t5_tokenizer(config):
     """--tokenizer, else the tokenizer of --model-name-or-path."""
-    if config.tokenizer:
-        return load_tokenizer(config.tokenizer)
-    if config.model_name_or_path:
-        return load_tokenizer(config.model_name_or_path, "--model-name-or-path")
-    raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
-                    "--model-name-or-path whose tokenizer made them")
+    source = tokenizer_source(config)
+    if not source:
+        raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
+                        "--model-name-or-path whose tokenizer made them")
+    return load_tokenizer(*source)
 
 
 def build_t5(config, tokenizer, settings: Dict[str, object]):

@@ -62,7 +62,6 @@ def check_config(config: TokenizerTrainingConfig) -> None:
                         f"{DEFAULT_VOCAB_SIZE})")
     if config.seed is not None and config.sample_documents is None:
         raise UserError("--seed chooses the sample of --sample-documents; give --sample-documents N too, or drop --seed")
-    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)
 
 
 def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: Optional[List[str]],
@@ -111,6 +110,7 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
     """Train, save (atomically) and optionally push; return the output folder."""
     check_config(config)
     corpus = Corpus(config.corpus)
+    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)  # after what it reads
     template = TEMPLATES[config.template]
     log(f"Training a Unigram tokenizer ({template.name} template, vocabulary {config.vocab_size}) on {corpus.name()}")
     started = time.perf_counter()

@@ -19,6 +19,16 @@ from mlm_tpu.training.config import TrainingConfig
 Scores = Dict[str, float]
 
 
+def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
+    """(name, flag) of a run's tokenizer: --tokenizer, else the own tokenizer of --model-name-or-path (the model a
+    fine-tuning or delta-tuning run starts from), named by that flag in messages; None with neither."""
+    if config.tokenizer:
+        return config.tokenizer, "--tokenizer"
+    if config.model_name_or_path:
+        return config.model_name_or_path, "--model-name-or-path"
+    return None
+
+
 @dataclass(frozen=True)
 class BestMetric:
     """The validation score that decides which epoch's model the output folder keeps."""

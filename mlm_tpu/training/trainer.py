@@ -33,6 +33,7 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
+from mlm_tpu.model_folder.loading import check_model_type
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
@@ -92,6 +93,8 @@ class TrainingResult:
 
 
 def check_config(config: TrainingConfig, task: Task) -> None:
+    """The settings, and the pretrained model they start from (its type against the task's, before the shards or
+    its tokenizer are read: what follows from a wrong base is not the first thing to report)."""
     check_ranges(config)
     task.check(config)
     if config.output_dir.startswith("gs://"):
@@ -101,6 +104,12 @@ def check_config(config: TrainingConfig, task: Task) -> None:
         raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
                         f"{config.steps_per_execution}: a backup can only be written between executions; use "
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
+    if config.model_name_or_path:
+        check_model_type(config.model_name_or_path, task.model_class, "--model-name-or-path", f"--task {config.task}")
+
+
+def check_output_folder(config: TrainingConfig) -> None:
+    """Where the run writes, checked once what it reads is."""
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
     check_training_output_dir(config.output_dir)
@@ -243,10 +252,13 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
+        check_output_folder(config)  # what the run reads is checked first, then where it writes
         record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
+        changes = self._resumed_changes(record, global_batch_size) if record else []
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
-                               fewest_shards(self.train_shards), config.per_replica_batch_size *
-                               strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
+                               fewest_shards(self.train_shards), global_batch_size, input_hosts(strategy),
+                               strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
         plan = plan_steps(config, self.train_shards, layout)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
@@ -259,12 +271,22 @@ class Trainer:
                         "give this run another --output-dir") if self.worker.is_chief else nullcontext()
         with claim as claim:
             return self._train(strategy, stops, layout, plan, (model, optimizer, dropout_keys), tokenizer,
-                               eval_shards, record, claim)
+                               eval_shards, record, changes, claim)
+
+    def _resumed_changes(self, record: BackupRecord, global_batch_size: int) -> List[dict]:
+        """The settings changed since the backup, refused unless --allow-changed-settings; compared before anything
+        follows from them, so a change is named as itself (other shards), not by what it breaks (the data order's
+        input pipelines). Their number V is the backup's here: choose_layout checks it, knowing what may change."""
+        config = replace(self.config, input_pipelines=(record.settings or {}).get("input_pipelines",
+                                                                                   self.config.input_pipelines))
+        current = result_settings(config, global_batch_size, self.train_shards.files, self.train_shards.counts)
+        return check_resumed_settings(config, record.settings, current, record.step, config.output_dir,
+                                      record.setting_changes)
 
     def _train(self, strategy, stops: StopRequests, layout: BatchLayout, plan: Plan, trained, tokenizer,
-               eval_shards, record: Optional[BackupRecord], claim) -> TrainingResult:
+               eval_shards, record: Optional[BackupRecord], changes: List[dict], claim) -> TrainingResult:
         """The run, once the output folder is this run's alone: resume or start, train, save, push. `trained` is
-        (model, optimizer, dropout keys)."""
+        (model, optimizer, dropout keys); `changes`, the settings changed on resuming."""
         config, task = self.config, self.task
         model, optimizer, dropout_keys = trained
         pusher = self._hub_pusher() if self.worker.is_chief else None
@@ -274,12 +296,9 @@ class Trainer:
             f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
             "steps in all")
         settings = result_settings(config, plan.global_batch_size, self.train_shards.files, self.train_shards.counts)
-        changes = []
         with strategy.scope():
             backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
             if record:
-                changes = check_resumed_settings(config, record.settings, settings, record.step, config.output_dir,
-                                                 record.setting_changes)
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
         state.input_pipelines, state.pipeline_shares = layout.input_pipelines, SHARES
