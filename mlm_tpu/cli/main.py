@@ -16,7 +16,7 @@ from mlm_tpu.cli import run_command
 from mlm_tpu.errors import UserError
 
 COMMANDS = {  # command -> (module in mlm_tpu.cli, what it does)
-    "tokenizer": ("tokenizer", "train a Unigram tokenizer, or see how one encodes text"),
+    "tokenizer": ("tokenizer", "train a tokenizer (Unigram, byte-level BPE, WordPiece), or see how one encodes text"),
     "shard": ("shard", "cut a corpus into count-named TFRecord shards (local or gs://)"),
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
     "launch": ("launch", "run train as N worker processes on this machine (multi-worker, locally)"),
