@@ -28,7 +28,8 @@ def _config(config_class: type, settings: Dict[str, Any]) -> Any:
 
 
 def train_tokenizer(output_dir: str, **settings) -> str:
-    """Train a Unigram tokenizer and save it in `output_dir` (`python -m mlm_tpu.tokenizer train`).
+    """Train a tokenizer (Unigram, or `algorithm="bpe"` / `"wordpiece"`) and save it in `output_dir`
+    (`python -m mlm_tpu.tokenizer train`).
 
     Examples:
         >>> import mlm_tpu

@@ -50,7 +50,7 @@ class Layout:
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "spiece.model")
+                   "spiece.model", "vocab.json", "merges.txt", "vocab.txt")  # the last three: RoBERTa's and BERT's
 TOKENIZER_FOLDER = Layout((*TOKENIZER_FILES, "tokenizer_training.json", "README.md"))
 MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", "tf_model.h5.index.json",
                        "model*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES, "README.md",

@@ -1,6 +1,7 @@
 """Shared fixtures: the real WikiText text from ../shared, and running our commands for real."""
 
 import csv
+import importlib.util
 import json
 import os
 import random
@@ -24,6 +25,17 @@ def wikitext_path() -> Path:
     if not WIKITEXT_VALID.is_file():
         pytest.skip(f"real text not found: {WIKITEXT_VALID} (the project's ../shared folder is absent)")
     return WIKITEXT_VALID
+
+
+def pytorch_python() -> str:
+    """A Python with torch and transformers: MLM_TPU_PYTORCH_PYTHON (say, a venv with transformers 5), or this one."""
+    configured = os.environ.get("MLM_TPU_PYTORCH_PYTHON")
+    if configured:
+        return configured
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed here (the project needs none); set MLM_TPU_PYTORCH_PYTHON to a Python "
+                    "with torch and transformers 5 to run this check")
+    return sys.executable
 
 
 def run_module(module: str, *args: str, env_overrides=None, stdin: str = "") -> subprocess.CompletedProcess:

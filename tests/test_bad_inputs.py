@@ -146,6 +146,39 @@ def vocab_size_abort(inputs):
             "--output-dir", str(inputs.tmp / "tok")]
 
 
+@row("tokenizer", "--template t5", "--algorithm unigram", "--algorithm bpe takes --template mlm", absent=("tok",))
+def t5_template_with_byte_level_bpe(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe", "--template",
+            "t5"]
+
+
+@row("tokenizer", "--byte-fallback", "byte-level already", absent=("tok",))
+def byte_fallback_with_byte_level_bpe(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe",
+            "--byte-fallback"]
+
+
+@row("tokenizer", "--byte-fallback", "wordpiece", "no byte pieces", absent=("tok",))
+def byte_fallback_with_wordpiece(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "wordpiece",
+            "--byte-fallback"]
+
+
+@row("tokenizer", "--template t5", "--lowercase", "transformers 5", absent=("tok",))
+def t5_template_lowercased(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--template", "t5", "--lowercase"]
+
+
+@row("tokenizer", "--vocab-size 200", "256 bytes", "at least 262", absent=("tok",))
+def byte_level_bpe_vocabulary_smaller_than_its_bytes(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe"]
+
+
+@row("tokenizer", "--vocab-size 200", "256 byte pieces", "at least 262", absent=("tok",))
+def byte_fallback_vocabulary_smaller_than_its_bytes(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--byte-fallback"]
+
+
 @row("tokenizer", exit_code=0)
 def csv_cell_over_128_kb(inputs):
     path = inputs.tmp / "big.csv"

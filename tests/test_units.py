@@ -58,10 +58,11 @@ def test_the_masked_lm_template_has_robertas_layout_so_the_config_pads_with_the_
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.presets import config_for
-    from mlm_tpu.tokenizer.unigram import as_transformers_tokenizer, train_unigram
+    from mlm_tpu.tokenizer.templates import as_transformers_tokenizer
+    from mlm_tpu.tokenizer.unigram import train_unigram
 
     corpus = [["the cat sat on the mat", "a dog ran in the park", "the sun is up"] * 20]
-    tokenizer = as_transformers_tokenizer(train_unigram(corpus, 60, show_progress=False), 512)
+    tokenizer = as_transformers_tokenizer(train_unigram(lambda: iter(corpus), 60, show_progress=False), 512)
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in ("[CLS]", "<pad>", "[SEP]", "<unk>", "[MASK]")}
     assert ids == {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # <s> <pad> </s> <unk>, as RoBERTa
     assert (tokenizer.cls_token_id, tokenizer.pad_token_id, tokenizer.sep_token_id, tokenizer.unk_token_id,
