@@ -9,7 +9,12 @@ ours; `tokenizer_training.json` also records the --algorithm of ours.
 One case the pieces alone do not show: byte-level BPE puts no Ġ before a text's first word (RoBERTa's
 `add_prefix_space=False`), so a piece right after a special token (a document's <s>) starts a word too.
 
-Example (a folder made by `python -m mlm_tpu.tokenizer train --algorithm bpe --output-dir runs/bpe ...`):
+Examples:
+    >>> import mlm_tpu
+    >>> from mlm_tpu.tokenizer.load import load_tokenizer
+    >>> mlm_tpu.train_tokenizer("runs/bpe", algorithm="bpe", builtin_corpus="pydoc-topics", vocab_size=1000,
+    ...                         overwrite=True)
+    'runs/bpe'
     >>> starts = word_starts(load_tokenizer("runs/bpe"))
     >>> starts.family, starts.marker, starts.starts_word("Ġworld"), starts.starts_word("ing")
     ('bpe', 'Ġ', True, False)
