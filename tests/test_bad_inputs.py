@@ -325,6 +325,11 @@ def learning_rate_negative(inputs):
     return train_flags(inputs, None, "--learning-rate", "-1")
 
 
+@row("train", "--lr-schedule rsqrt --learning-rate 1 is its peak", "--base-learning-rate 1", absent=("model",))
+def t5x_base_learning_rate_given_as_the_peak(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")
+
+
 @row("train", "is a file", absent=("model/training_args.json",))
 def output_dir_is_a_file(inputs):
     text_file(inputs, "model", "not a folder")

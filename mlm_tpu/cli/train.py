@@ -136,10 +136,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(model, "--lr-schedule", choices=SCHEDULES,
               help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse "
                    "square root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / "
-                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step).")
+                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step). T5X's gin files give "
+                   "it as a base rate: see --base-learning-rate.")
     FLAGS.add(model, "--learning-rate", type=float,
               help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
-                   "0.01 for T5's 10,000).")
+                   "0.01 for T5's 10,000). With rsqrt, at most 0.1: a larger value is T5X's base, --base-learning-rate.")
+    FLAGS.add(model, "--base-learning-rate", type=float,
+              help="--lr-schedule rsqrt as T5X's gin files give it (factors 'constant * rsqrt_decay', "
+                   "base_learning_rate = 1.0): the rate is BASE / sqrt(max(step, --warmup-steps)), so its peak, "
+                   "held while warming up, is BASE / sqrt(warm-up): --base-learning-rate 1 with 10,000 warm-up steps "
+                   "is T5's 0.01 then 1/sqrt(step). Instead of --learning-rate (default: none).")
     FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW's weight decay; Adafactor has none (default: 0.001).")
     FLAGS.add(model, "--adam-beta1", type=float, help="AdamW's first-moment decay; Adafactor has none (default: 0.9).")
     FLAGS.add(model, "--adam-beta2", type=float,
