@@ -85,9 +85,13 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="With several --train-dataset folders: each one's share of the examples, in the same order "
                    "(normalised to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's "
                    "rate_num_examples; the default).")
+    FLAGS.add(data, "--mixture-maximum", type=int, metavar="K",
+              help="With --mixture-rates examples: a member of more than K examples counts as K (SeqIO's maximum; T5's "
+                   "examples-proportional mixing with limit K), so a huge member does not crowd out the others "
+                   "(default: no limit).")
     FLAGS.add(data, "--mixture-temperature", type=float,
-              help="With --mixture-rates examples: each size raised to 1/T before sharing, T > 1 flattening the "
-                   "shares (default: 1).")
+              help="With --mixture-rates examples: each size (after --mixture-maximum) raised to 1/T before sharing, "
+                   "T > 1 flattening the shares (default: 1).")
     FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
     FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
               help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "

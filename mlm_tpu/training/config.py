@@ -82,6 +82,7 @@ class TrainingConfig:
     # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
     mixture_rates: Optional[Tuple[Union[float, str], ...]] = None
     mixture_temperature: float = setting(1.0, low=0, low_open=True)  # with "examples": sizes ** (1 / T)
+    mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
