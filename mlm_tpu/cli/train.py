@@ -114,7 +114,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(data, "--pack", action="store_true",
               help="classification, generation: put several training examples in each row (inputs after inputs, "
                    "targets after targets; each attends only to itself through block-diagonal masks), so short "
-                   "examples do not train on padding. Validation stays one example per row.")
+                   "examples do not train on padding. Validation stays one example per row. Its steps per epoch are "
+                   "counted by packing the training set once, and kept (in the backup, and in $MLM_TPU_CACHE, default "
+                   "~/.cache/mlm_tpu) for resumes and later runs on the same shards and settings.")
     FLAGS.add(data, "--seed", type=int,
               help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
 
@@ -145,7 +147,7 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(model, "--learning-rate", type=float,
               help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
                    "0.01 for T5's 10,000). With rsqrt, at most 0.1: a larger value is T5X's base, --base-learning-rate.")
-    FLAGS.add(model, "--base-learning-rate", type=float,
+    FLAGS.add(model, "--base-learning-rate", type=float, metavar="BASE",
               help="--lr-schedule rsqrt as T5X's gin files give it (factors 'constant * rsqrt_decay', "
                    "base_learning_rate = 1.0): the rate is BASE / sqrt(max(step, --warmup-steps)), so its peak, "
                    "held while warming up, is BASE / sqrt(warm-up): --base-learning-rate 1 with 10,000 warm-up steps "
