@@ -96,23 +96,34 @@ class BeamJob:
             hint = f" (did you mean --{close[0]}?)" if close else ""
             raise UserError(f"Apache Beam has no pipeline option --{unknown[0]}{hint}; pass shard's own flags and "
                             "Beam's pipeline options (see https://beam.apache.org/documentation/runners/)")
+        from apache_beam.runners.runner import create_runner
+
+        with self._runner_errors():
+            runner = create_runner(config.runner)  # an unknown runner first, before its workers' paths
         loopback = (self.options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
         if not (self.local or loopback):
             self._refuse_local_paths()
+        with self._runner_errors():
+            beam.Pipeline(runner=runner, options=self.options)  # the runner checks its own options
+
+    @contextlib.contextmanager
+    def _runner_errors(self) -> Iterator[None]:
+        """What making the runner and checking its options raise, as one line."""
+        runner = self.config.runner
         try:
-            beam.Pipeline(options=self.options)  # makes the runner, which checks its own options
+            yield
         except ValueError as error:
             known = re.search(r"Valid values are (.*?) or the fully", str(error))
             if known:
-                raise UserError(f"--runner {config.runner} is not a runner Apache Beam knows; use one of {known.group(1)}"
+                raise UserError(f"--runner {runner} is not a runner Apache Beam knows; use one of {known.group(1)}"
                                 " (FnApiRunner on this machine, DataflowRunner on Google Cloud)") from None
             problems = "; ".join(line.strip() for line in str(error).splitlines()[1:] if line.strip())
-            raise UserError(f"--runner {config.runner}: {problems or reason_of(error)}") from None
+            raise UserError(f"--runner {runner}: {problems or reason_of(error)}") from None
         except ImportError as error:
-            raise UserError(f"--runner {config.runner} needs more of Apache Beam than is installed "
+            raise UserError(f"--runner {runner} needs more of Apache Beam than is installed "
                             f"({reason_of(error)}): {INSTALL}") from None
         except Exception as error:  # a remote runner's checks call its cloud (Dataflow: the temp_location bucket)
-            raise UserError(f"--runner {config.runner}: its options could not be checked ({reason_of(error)}); "
+            raise UserError(f"--runner {runner}: its options could not be checked ({reason_of(error)}); "
                             "check the project, region, locations and credentials") from None
 
     def _refuse_local_paths(self) -> None:
