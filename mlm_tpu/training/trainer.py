@@ -333,12 +333,12 @@ class Trainer:
         which kept none) counted over every step before it, once."""
         if not isinstance(self.train_shards, Mixture):
             return None
-        taken = state.mixture_taken
+        taken, why = state.mixture_taken, "mlm_tpu 0.4.0 kept no count"
         if taken is not None and np.shape(taken) != (layout.input_pipelines, len(self.train_shards.members)):
-            taken = None  # the members changed (--allow-changed-settings): counted as this mixture draws them
+            taken, why = None, "it counted other members"  # --allow-changed-settings: counted as this mixture draws
         if step and taken is None:
-            log(f"The backup does not say how many examples each mixture member gave (mlm_tpu 0.4.0 kept no count): "
-                f"counting them over its {step:,} steps, once")
+            log(f"The backup does not say how many examples each mixture member gave ({why}): counting them over its "
+                f"{step:,} steps, once")
         return MemberCounts(self.train_shards.rates, layout.global_batch_size, self.config.seed,
                             layout.input_pipelines, step, taken)
 
