@@ -20,6 +20,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WIKITEXT_VALID = REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory) -> Path:
+    """mlm_tpu's cache folder (--pack's counts) in the session's temporary folder, for every command the tests run,
+    instead of the user's ~/.cache."""
+    folder = tmp_path_factory.mktemp("mlm-tpu-cache")
+    os.environ["MLM_TPU_CACHE"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def wikitext_path() -> Path:
     if not WIKITEXT_VALID.is_file():

@@ -317,6 +317,17 @@ def shard_on_dataflow_from_a_local_tokenizer(inputs):
             "gs://bucket/tmp"]
 
 
+@row("shard", "--text-files", "on this machine", "flink's workers", "gs://", "LOOPBACK", absent=("out",))
+def shard_on_a_flink_cluster_from_local_files(inputs):
+    return ["--tokenizer", "gs://bucket/tokenizer", "--text-files", str(text_file(inputs, "c.txt", "some text\n")),
+            "--output-dir", "gs://bucket/shards", "--runner", "flink", "--flink_master", "flink.example.com:8081"]
+
+
+@row("shard", "--direct_num_workers is an Apache Beam pipeline option", "--runner", absent=("out",))
+def shard_beam_options_without_a_runner(inputs):
+    return shard_flags(inputs, "--builtin-corpus", "pydoc-topics", *FN_API[4:])
+
+
 @row("shard", "rows.jsonl row 3", "target column 'label' is empty", slow=True, absent=("out/train/manifest.json",))
 def shard_with_beam_a_bad_row_read_on_a_worker(inputs):
     rows = [{"text": f"question {number}", "label": "" if number == 3 else "yes"} for number in range(1, 50)]
@@ -345,6 +356,11 @@ def learning_rate_nan(inputs):
 @row("train", "--learning-rate", "above 0", absent=("model",))
 def learning_rate_negative(inputs):
     return train_flags(inputs, None, "--learning-rate", "-1")
+
+
+@row("train", "--lr-schedule rsqrt --learning-rate 1 is its peak", "--base-learning-rate 1", absent=("model",))
+def t5x_base_learning_rate_given_as_the_peak(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")
 
 
 @row("train", "is a file", absent=("model/training_args.json",))

@@ -6,7 +6,9 @@ import sys
 from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_verbose_flag
+from mlm_tpu.errors import UserError
 from mlm_tpu.shards import sharding
+from mlm_tpu.shards.beam_job import beam_options_in
 from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
 
 FLAGS = ConfigFlags(ShardingConfig)
@@ -79,10 +81,23 @@ def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = Fals
     return parser
 
 
+def _parse_without_runner(parser: argparse.ArgumentParser, arguments: Sequence[str]) -> argparse.Namespace:
+    """The flags; Beam's pipeline options, which only a --runner takes, are one line that says so."""
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        options = beam_options_in(unknown)
+        if options:
+            raise UserError(f"--{options[0]} is an Apache Beam pipeline option, which only a Beam job takes: add "
+                            "--runner NAME (FnApiRunner on this machine, DataflowRunner on Google Cloud), or drop it")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.shard") -> None:
     arguments = list(sys.argv[1:] if argv is None else argv)
     with_runner = any(argument == "--runner" or argument.startswith("--runner=") for argument in arguments)
     parser = build_parser(prog, with_runner)
-    args, beam_options = parser.parse_known_args(arguments) if with_runner else (parser.parse_args(arguments), [])
+    args, beam_options = (parser.parse_known_args(arguments) if with_runner
+                          else (_parse_without_runner(parser, arguments), []))
     config = FLAGS.build(args)
     shard_corpus(dataclasses.replace(config, pipeline_options=tuple(beam_options)), verbose=args.verbose)

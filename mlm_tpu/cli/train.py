@@ -85,9 +85,13 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="With several --train-dataset folders: each one's share of the examples, in the same order "
                    "(normalised to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's "
                    "rate_num_examples; the default).")
+    FLAGS.add(data, "--mixture-maximum", type=int, metavar="K",
+              help="With --mixture-rates examples: a member of more than K examples counts as K (SeqIO's maximum; T5's "
+                   "examples-proportional mixing with limit K), so a huge member does not crowd out the others "
+                   "(default: no limit).")
     FLAGS.add(data, "--mixture-temperature", type=float,
-              help="With --mixture-rates examples: each size raised to 1/T before sharing, T > 1 flattening the "
-                   "shares (default: 1).")
+              help="With --mixture-rates examples: each size (after --mixture-maximum) raised to 1/T before sharing, "
+                   "T > 1 flattening the shares (default: 1).")
     FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
     FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
               help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "
@@ -110,7 +114,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(data, "--pack", action="store_true",
               help="classification, generation: put several training examples in each row (inputs after inputs, "
                    "targets after targets; each attends only to itself through block-diagonal masks), so short "
-                   "examples do not train on padding. Validation stays one example per row.")
+                   "examples do not train on padding. Validation stays one example per row. Its steps per epoch are "
+                   "counted by packing the training set once, and kept (in the backup, and in $MLM_TPU_CACHE, default "
+                   "~/.cache/mlm_tpu) for resumes and later runs on the same shards and settings.")
     FLAGS.add(data, "--seed", type=int,
               help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
 
@@ -136,10 +142,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(model, "--lr-schedule", choices=SCHEDULES,
               help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse "
                    "square root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / "
-                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step).")
+                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step). T5X's gin files give "
+                   "it as a base rate: see --base-learning-rate.")
     FLAGS.add(model, "--learning-rate", type=float,
               help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
-                   "0.01 for T5's 10,000).")
+                   "0.01 for T5's 10,000). With rsqrt, at most 0.1: a larger value is T5X's base, --base-learning-rate.")
+    FLAGS.add(model, "--base-learning-rate", type=float, metavar="BASE",
+              help="--lr-schedule rsqrt as T5X's gin files give it (factors 'constant * rsqrt_decay', "
+                   "base_learning_rate = 1.0): the rate is BASE / sqrt(max(step, --warmup-steps)), so its peak, "
+                   "held while warming up, is BASE / sqrt(warm-up): --base-learning-rate 1 with 10,000 warm-up steps "
+                   "is T5's 0.01 then 1/sqrt(step). Instead of --learning-rate (default: none).")
     FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW's weight decay; Adafactor has none (default: 0.001).")
     FLAGS.add(model, "--adam-beta1", type=float, help="AdamW's first-moment decay; Adafactor has none (default: 0.9).")
     FLAGS.add(model, "--adam-beta2", type=float,

@@ -34,7 +34,7 @@ from typing import Optional, Tuple
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.corpus import Corpus, CorpusSource
-from mlm_tpu.errors import UserError
+from mlm_tpu.errors import Interrupted, UserError
 from mlm_tpu.claim import Claim, claimed
 from mlm_tpu.shards.format import (KINDS, MANIFEST, MLM, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
                                      span_corruption_settings)
@@ -189,9 +189,13 @@ def shard_corpus(config: ShardingConfig, verbose: bool = False) -> dict:
             log(f"{storage.location()} is already complete ({len(writer.shards)} shards, manifest verified); "
                 "nothing to do. Pass --overwrite to make it again.")
             return writer.manifest
-        if beam_job:
-            return beam_job.run(corpus, maker, writer, claim)
-        return _write_split(config, corpus, maker, writer, start, claim)
+        try:
+            if beam_job:
+                return beam_job.run(corpus, maker, writer, claim)
+            return _write_split(config, corpus, maker, writer, start, claim)
+        except KeyboardInterrupt:
+            raise Interrupted(f"every shard in {storage.location()} is whole, the split unfinished; run the same "
+                              "command again to finish it") from None
 
 
 def _write_split(config: ShardingConfig, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter,

@@ -37,12 +37,14 @@ from mlm_tpu.model_folder.loading import check_model_type
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
+from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
+                                    host_mixture_batches, members_of)
+from mlm_tpu.shards.packed_rows import packed_rows, steps_of
 from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
                                      steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
-from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
+from mlm_tpu.shards.text2text_packing import host_packed_batches
 from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
@@ -82,6 +84,10 @@ class LoopState:
     epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
     input_pipelines: Optional[int] = None  # the data order's V (data_order.py); None in backups of mlm_tpu <= 0.3.0
     pipeline_shares: Optional[str] = None  # what each of them reads (data_order.SHARES); None in earlier backups
+    # a mixture: the examples each virtual pipeline took from each member before the backup's step
+    # (mixture.MemberCounts); None without a mixture, and in backups of mlm_tpu <= 0.4.0
+    mixture_taken: Optional[List[List[int]]] = None
+    packed_rows: Optional[dict] = None  # --pack: epoch 1's packed rows per virtual pipeline, keyed (packed_rows.py)
 
 
 @dataclass
@@ -137,11 +143,11 @@ def find_training_shards(config: TrainingConfig, task: Task):
     return train, evaluation
 
 
-def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
-    """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
+def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, packing: Optional[dict] = None) -> Plan:
+    """Steps per epoch (every replica gets a whole batch), epochs and total steps; `packing`: --pack's count of
+    packed rows (packed_rows.py)."""
     global_batch_size = layout.global_batch_size
-    per_epoch = (packed_steps_per_epoch(shards, layout, seed=config.seed, window=config.shuffle_buffer_size)
-                 if config.pack else steps_per_epoch(shards, layout))
+    per_epoch = steps_of(packing, layout) if config.pack else steps_per_epoch(shards, layout)
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -151,11 +157,13 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) ->
 
 
 def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
-                   steps_per_epoch: int, **settings):
-    """host -> that machine's input pipeline: a mixture's, packed rows (--pack) or the examples as they are;
-    `settings` are the keyword arguments they share (seed, window, start_step, vocab_size)."""
+                   steps_per_epoch: int, member_counts: Optional[MemberCounts] = None, **settings):
+    """host -> that machine's input pipeline: a mixture's (each member started where `member_counts` says), packed
+    rows (--pack) or the examples as they are; `settings` are the keyword arguments they share (seed, window,
+    start_step, vocab_size)."""
     if isinstance(shards, Mixture):
-        return lambda host: host_mixture_batches(shards, layout, host, make_transform, **settings)
+        return lambda host: host_mixture_batches(shards, layout, host, make_transform, taken=member_counts.taken,
+                                                 **settings)
     if config.pack:
         return lambda host: host_packed_batches(shards, layout, host, steps_per_epoch=steps_per_epoch, **settings)
     return lambda host: host_training_batches(shards, layout, host, make_transform, steps_per_epoch=steps_per_epoch,
@@ -260,7 +268,11 @@ class Trainer:
                                fewest_shards(self.train_shards), global_batch_size, input_hosts(strategy),
                                strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
-        plan = plan_steps(config, self.train_shards, layout)
+        self.packing = None  # --pack's count of packed rows: the backup's, cached, or counted now
+        if config.pack:
+            self.packing = packed_rows(self.train_shards, layout, seed=config.seed, window=config.shuffle_buffer_size,
+                                       recorded=record.loop.get("packed_rows") if record else None)
+        plan = plan_steps(config, self.train_shards, layout, self.packing)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
             dropout_keys = key_dropout_by_step(model, config.seed, layout)
@@ -301,7 +313,8 @@ class Trainer:
             if record:
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
-        state.input_pipelines, state.pipeline_shares = layout.input_pipelines, SHARES
+        state.input_pipelines, state.pipeline_shares, state.packed_rows = layout.input_pipelines, SHARES, self.packing
+        self.member_counts = self._member_counts(layout, step, state)
         self.run_info = self._run_info(plan, strategy, changes)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
@@ -313,7 +326,7 @@ class Trainer:
         dataset = distributed_dataset(strategy, layout, training_input(
             config, self.train_shards, layout, task.make_transform(tokenizer), seed=config.seed,
             window=config.shuffle_buffer_size, start_step=step, vocab_size=model.config.vocab_size,
-            steps_per_epoch=plan.steps_per_epoch))
+            steps_per_epoch=plan.steps_per_epoch, member_counts=self.member_counts))
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
                      RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
                      BackupRecord(step, {}, settings, changes), claim, stops)
@@ -333,6 +346,20 @@ class Trainer:
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
         log(f"Done: loss {first:.3f} -> {last:.3f}; model and tokenizer in {config.output_dir}")
         return TrainingResult(config.output_dir, plan.total_steps, state.epochs, state.best)
+
+    def _member_counts(self, layout: BatchLayout, step: int, state: LoopState) -> Optional[MemberCounts]:
+        """A mixture's counts of what each member gave before `step`: the backup's, else (a backup of mlm_tpu 0.4.0,
+        which kept none) counted over every step before it, once."""
+        if not isinstance(self.train_shards, Mixture):
+            return None
+        taken, why = state.mixture_taken, "mlm_tpu 0.4.0 kept no count"
+        if taken is not None and np.shape(taken) != (layout.input_pipelines, len(self.train_shards.members)):
+            taken, why = None, "it counted other members"  # --allow-changed-settings: counted as this mixture draws
+        if step and taken is None:
+            log(f"The backup does not say how many examples each mixture member gave ({why}): counting them over its "
+                f"{step:,} steps, once")
+        return MemberCounts(self.train_shards.rates, layout.global_batch_size, self.config.seed,
+                            layout.input_pipelines, step, taken)
 
     def _hub_pusher(self):
         if not self.config.hub_model_id:
@@ -365,7 +392,7 @@ class _Loop:
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
         self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
-        self.stops, self.worker = stops, trainer.worker
+        self.stops, self.worker, self.member_counts = stops, trainer.worker, trainer.member_counts
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -415,6 +442,8 @@ class _Loop:
         self.callbacks.on_train_end()
 
     def save_backup(self, step: int) -> None:
+        if self.member_counts:
+            self.state.mixture_taken = self.member_counts.at(step)
         self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
         self.backup.save(self.backup_record)
 
