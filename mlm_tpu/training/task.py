@@ -89,6 +89,12 @@ class Task:
         """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
         return model(**batch, training=training)
 
+    def training_hits(self, logits, labels):
+        """Where the model's guess is right (bool, the shape of `labels`), for the training accuracy: the argmax."""
+        import tensorflow as tf
+
+        return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
+
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""
         return lambda seed: None
