@@ -121,14 +121,17 @@ def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
 
 
 def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str):
-    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text): None (as any saved model)
-    unless it is an adapter folder, whose plug-in loads it onto its base; an adapter for the other family is
-    refused, as its models are."""
+    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text, "encoder" for text- and
+    token-classification): None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
+    base; an adapter for another family is refused, as its models are."""
     from mlm_tpu.delta.folder import is_adapter_folder
 
     task = plug_in_of_saved_model(name_or_path, base_model)
     if not is_adapter_folder(name_or_path):
         return None
+    if (task.name in ENCODER_TASKS) != (family == "encoder"):
+        raise UserError(f"--model {name_or_path} is an adapter for a {task.name} model; run it with the predict "
+                        "command of that task")
     if (task.name == "mlm") != (family == "mlm"):
         other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
         raise UserError(f"--model {name_or_path} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "
