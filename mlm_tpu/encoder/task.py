@@ -140,6 +140,9 @@ class EncoderTask(Task):
         _check_length(model.config, train.length, "--train-dataset", config.model_name_or_path or "the model")
         record_task_settings(model.config, self.settings, ENCODER_PARAMS)
         self.inputs = model_inputs(model.config, tokenizer)
+        if "token_type_ids" in self.inputs:
+            log(f"The model reads token_type_ids: its tokenizer makes them, and it embeds "
+                f"{model.config.type_vocab_size} types (a pair's second text is type 1)")
         return model
 
     def training_outputs(self, model, batch: Dict, training: bool):
