@@ -9,9 +9,10 @@ lines or parquet, as 🤗's conll2003: `{"tokens": ["EU", "rejects", ...], "ner_
 tags as names or as ids) or as whitespace-separated strings (CSV); each word's tag goes on its first piece,
 -100 on its other pieces, on special tokens and on padding; words past --max-length are cut.
 
-Labels are names. Before any example is written, a first pass over the label column finds them (and whether they
-are scores: numbers, some not whole), unless --labels names them: then they are exactly those, in that order, and
-a label given as a whole number i that is not itself a name is the i-th name (🤗's ClassLabel ids). A split's
+Before anything is written, a first pass over the split checks every row (a text, and a pair, in each; as many
+tags as words; labels that are labels) and finds the labels' names (and whether they are scores: numbers, some not
+whole), unless --labels names them: then they are exactly those, in that order, and a label given as a whole
+number i that is not itself a name is the i-th name (🤗's ClassLabel ids). A split's
 label ids are the positions of its names, which its manifest records; the trainer matches the names of the
 training and validation splits.
 """
@@ -121,32 +122,71 @@ class LabelIds:
                         "fix the row")
 
 
-def find_labels(corpus: Corpus, task: str, column: str, problem_type: Optional[str]) -> Tuple[str, List[str]]:
-    """(problem_type, label names) of a split, from a first pass over its label column: scores (regression) when
-    `problem_type` says so, or (None) when every label is a number and some are not whole; else the distinct
-    names, in their natural order."""
-    names, numbers_only, fraction_seen = set(), True, False
-    for record in corpus.records((column,), as_text=False):
-        value = record.values[0]
-        if task != SEQUENCE_CLASSIFICATION:
-            names.update(label_text(tag, record, column) for tag in words_of(value, record, column, "tags"))
-            continue
+def text_of(value, record: Record, column: str, what: str) -> str:
+    """A row's text in `column`, or one error line naming the row."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if value is not None and not isinstance(value, str):
+        raise UserError(f"{record.where}: column '{column}' holds {type(value).__name__} values, not text; pick a text "
+                        "column")
+    if not value or not value.strip():
+        raise UserError(f"{record.where}: the {what} column '{column}' is empty; every example needs its text: fill "
+                        "it in or remove the row")
+    return value.strip()
+
+
+def words_and_tags(record: Record, words_column: str, tags_column: str) -> Tuple[List[str], List]:
+    """A token-classification row's words and its tags (as given), as many, or one error line naming the row."""
+    words = [text_of(word, record, words_column, "word") for word in
+             words_of(record.values[0], record, words_column, "words")]
+    tags = words_of(record.values[1], record, tags_column, "tags")
+    if not words:
+        raise UserError(f"{record.where}: the words column '{words_column}' is empty; every example needs its words: "
+                        "fill it in or remove the row")
+    if len(tags) != len(words):
+        raise UserError(f"{record.where}: {len(words)} words ('{words_column}') but {len(tags)} tags "
+                        f"('{tags_column}'); every word needs exactly one tag")
+    return words, tags
+
+
+def find_labels(corpus: Corpus, task: str, columns: Sequence[str], target: str, problem_type: Optional[str],
+                given: Sequence[str] = ()) -> Tuple[str, List[str]]:
+    """A first pass over the split, before anything is written: every row checked (texts there, tags as many as
+    words, labels that are labels), and (problem_type, label names): `given` (--labels), else scores (regression)
+    when `problem_type` says so or (None) when every label is a number and some are not whole, else the distinct
+    labels in their natural order."""
+    known = LabelIds(given, target) if given else None
+    names, fraction, not_number = set(), None, None  # the first row of a score, and of a label that is no number
+    for record in corpus.records((*columns, target), as_text=False):
+        if task == SEQUENCE_CLASSIFICATION:
+            for value, column, what in zip(record.values, columns, ("text", "pair")):
+                text_of(value, record, column, what)
+            labels = record.values[-1:]
+        else:
+            labels = words_and_tags(record, columns[0], target)[1]
         if problem_type == REGRESSION:
-            score_of(value, record, column)
+            score_of(labels[0], record, target)
             continue
-        names.add(label_text(value, record, column))
-        if numbers_only:
-            number = _number(value)
-            numbers_only = number is not None and math.isfinite(number)
-            fraction_seen = fraction_seen or (numbers_only and not number.is_integer())
-        if len(names) > MAX_LABELS and not (problem_type is None and numbers_only):
-            break
-    if problem_type == REGRESSION or (problem_type is None and task == SEQUENCE_CLASSIFICATION and numbers_only
-                                      and fraction_seen):
+        for label in labels:
+            names.add(known.names[known.id_of(label, record)] if known else label_text(label, record, target))
+        number = _number(labels[0]) if task == SEQUENCE_CLASSIFICATION else None
+        if number is not None and math.isfinite(number) and not number.is_integer():
+            fraction = fraction or record
+        elif number is None or not math.isfinite(number):
+            not_number = not_number or record
+        if len(names) > MAX_LABELS and (not_number or not fraction):
+            raise UserError(f"the label column '{target}' holds more than {MAX_LABELS:,} distinct labels: too many "
+                            "classes; if they are scores, shard with --problem-type regression")
+    if given:
+        return CLASSIFICATION, list(given)
+    if problem_type == REGRESSION:
         return REGRESSION, []
-    if len(names) > MAX_LABELS:
-        raise UserError(f"the label column '{column}' holds more than {MAX_LABELS:,} distinct labels: too many "
-                        "classes; if they are scores, shard with --problem-type regression")
+    if problem_type is None and fraction and not_number:
+        raise UserError(f"{not_number.where}: the label column '{target}' holds {not_number.values[-1]!r}, not a "
+                        f"number, where other labels are scores ({fraction.values[-1]!r} at {fraction.where}); fix "
+                        f"the row, or shard with --problem-type {CLASSIFICATION} if the labels are classes")
+    if problem_type is None and fraction:
+        return REGRESSION, []
     return CLASSIFICATION, natural_order(names)
 
 
@@ -261,19 +301,6 @@ class LabelledExamples(ExampleMaker):
         return {key: value for key, value in self.counters.items() if key != "units"}
 
 
-def text_of(value, record: Record, column: str, what: str) -> str:
-    """A row's text in `column`, or one error line naming the row."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if value is not None and not isinstance(value, str):
-        raise UserError(f"{record.where}: column '{column}' holds {type(value).__name__} values, not text; pick a text "
-                        "column")
-    if not value or not value.strip():
-        raise UserError(f"{record.where}: the {what} column '{column}' is empty; every example needs its text: fill "
-                        "it in or remove the row")
-    return value.strip()
-
-
 class SequenceExamples(LabelledExamples):
     """sequence-classification: a text (or a pair) and its label (a class, or a score in a regression split)."""
 
@@ -319,16 +346,7 @@ class TokenExamples(LabelledExamples):
         self.counters.update({"words": 0, "dropped_words": 0})
 
     def words_and_tags(self, record: Record) -> Tuple[List[str], List[int]]:
-        words_column = self.columns[0]
-        words = [text_of(word, record, words_column, "word") for word in
-                 words_of(record.values[0], record, words_column, "words")]
-        tags = words_of(record.values[1], record, self.target_column, "tags")
-        if not words:
-            raise UserError(f"{record.where}: the words column '{words_column}' is empty; every example needs its "
-                            "words: fill it in or remove the row")
-        if len(tags) != len(words):
-            raise UserError(f"{record.where}: {len(words)} words ('{words_column}') but {len(tags)} tags "
-                            f"('{self.target_column}'); every word needs exactly one tag")
+        words, tags = words_and_tags(record, self.columns[0], self.target_column)
         return words, [self.labels.id_of(tag, record) for tag in tags]
 
     def encode(self, batch: List[Record]) -> Features:

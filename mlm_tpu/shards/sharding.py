@@ -154,22 +154,23 @@ def _check_labelled(config: ShardingConfig, task: str) -> ShardingConfig:
 
 
 def with_label_names(config: ShardingConfig, corpus: Corpus) -> ShardingConfig:
-    """An encoder split's config with its problem type and label names: --labels, else found by a first pass over
-    the label column (the same names for every worker of a Beam job)."""
+    """An encoder split's config with its problem type and label names (--labels, else found), after a first pass
+    over the split that checks every row before anything is written (labelled.py); the names are the same for
+    every worker of a Beam job."""
     if config.task not in ENCODER_KINDS:
         return config
-    if config.labels:
-        default = "single_label_classification" if config.task == SEQUENCE_CLASSIFICATION else None
-        return dataclasses.replace(config, problem_type=config.problem_type or default)
-    log(f"Reading the labels ('{config.target_column}') of {corpus.name()}")
-    problem_type, names = find_labels(corpus, config.task, config.target_column, config.problem_type)
+    log(f"Checking the rows and reading the labels ('{config.target_column}') of {corpus.name()}")
+    columns = (config.input_columns[0], *([config.pair_column] if config.pair_column else []))
+    problem_type, names = find_labels(corpus, config.task, columns, config.target_column, config.problem_type,
+                                      config.labels)
     if problem_type == "regression":
         log("The labels are numbers, some not whole: a regression split (pass --problem-type "
             "single_label_classification if they are classes)" if not config.problem_type else "A regression split")
     else:
         shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
         log(f"{len(names)} label{'s' * (len(names) != 1)}: {shown}")
-    return dataclasses.replace(config, problem_type=problem_type, labels=tuple(names))
+    return dataclasses.replace(config, problem_type=problem_type if config.task == SEQUENCE_CLASSIFICATION else None,
+                               labels=tuple(names))
 
 
 def corruption_lengths(config: ShardingConfig) -> SpanLengths:
