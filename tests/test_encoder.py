@@ -296,3 +296,46 @@ def test_transformers_5_on_pytorch_loads_each_folder_as_its_auto_class_with_the_
         config = json.loads((runs[run].folder / "config.json").read_text())
         assert checked["missing"] == [] and checked["unexpected"] == [], (run, checked)
         assert checked["id2label"] == config["id2label"] and checked["max_abs_diff"] < 1e-4, (run, checked)
+
+
+def test_the_first_pass_finds_label_names_in_order_and_scores_as_scores(tmp_path):
+    """Labels sorted, whole numbers by value (0/1 labels keep their ids); numbers some of which are not whole make
+    a regression, unless --problem-type says classes; --labels names ids; tags come as lists or strings."""
+    from mlm_tpu.corpus import Corpus, CorpusSource
+    from mlm_tpu.shards.labelled import find_labels
+
+    def found(rows, task="sequence-classification", problem_type=None, given=()):
+        path = write_jsonl(tmp_path / "rows.jsonl", rows)
+        return find_labels(Corpus(CorpusSource(text_files=(str(path),))), task, ("x",), "y", problem_type, given)
+
+    assert found([{"x": "a", "y": label} for label in (10, 2, 1, 2)]) == ("single_label_classification",
+                                                                          ["1", "2", "10"])
+    assert found([{"x": "a", "y": label} for label in ("pos", "neg")]) == ("single_label_classification",
+                                                                           ["neg", "pos"])
+    assert found([{"x": "a", "y": label} for label in (1, "3.5", 0.25)]) == ("regression", [])
+    assert found([{"x": "a", "y": label} for label in (1, 3.5)], problem_type="single_label_classification") == (
+        "single_label_classification", ["1", "3.5"])
+    assert found([{"x": "a", "y": 1}], given=("neg", "pos")) == ("single_label_classification", ["neg", "pos"])
+    tags = [{"x": ["Alice", "runs"], "y": ["B-PER", "O"]}, {"x": "Bob sleeps here", "y": "B-PER O O"}]
+    assert found(tags, task="token-classification") == ("single_label_classification", ["B-PER", "O"])
+
+
+def test_a_words_first_piece_is_the_one_running_text_gives_it_with_byte_level_bpe_too():
+    """Words given one by one are encoded as in running text (byte-level BPE: a space before each, as 🤗's
+    add_prefix_space=True), each word's tag on its first piece and -100 elsewhere."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from mlm_tpu.shards.labelled import FixedLengthEncoder, first_piece_labels
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["the cat sat on the mat", "a catalogue of cats"] * 20, vocab_size=300,
+                            special_tokens=["<pad>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, pad_token="<pad>")
+    features, word_ids, cut = FixedLengthEncoder(tokenizer, 16).words([["the", "catalogue", "sat"]])
+    assert cut == 0
+    running = tokenizer(" the catalogue sat")["input_ids"]  # each word after a space, the first too
+    assert features["input_ids"][0][:len(running)].tolist() == running
+    labels = first_piece_labels(word_ids[0], [7, 8, 9])
+    assert [label for label in labels if label != -100] == [7, 8, 9]
+    assert labels[word_ids[0].index(1)] == 8 and labels.count(-100) == 16 - 3

@@ -18,15 +18,15 @@ from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
 from mlm_tpu.encoder.models import (Labels, encoder_from_scratch, longest_input, model_inputs,
                                     pretrained_encoder)
-from mlm_tpu.encoder.validation import EncoderValidation, SequenceScorer, TokenScorer
+from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
 from mlm_tpu.shards.format import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, features_of
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.tokenizer.load import load_tokenizer
-from mlm_tpu.training.task import BestMetric, Task, Validation
+from mlm_tpu.training.evaluation import PredictionValidation
+from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
 
 DEFAULT_PRESET = "base"
 
@@ -94,12 +94,7 @@ class EncoderTask(Task):
                             "(from scratch), not both")
 
     def load_tokenizer(self, config):
-        if config.tokenizer:
-            return load_tokenizer(config.tokenizer)
-        if config.model_name_or_path:
-            return load_tokenizer(config.model_name_or_path, "--model-name-or-path")
-        raise UserError(f"--task {self.name} needs --tokenizer (the one the shards were made with), or "
-                        "--model-name-or-path whose tokenizer made them")
+        return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
         return features_of(self.shard_kind, max_length)
@@ -159,8 +154,8 @@ class EncoderTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        return EncoderValidation(strategy, model, self.make_scorer(), shards, per_replica_batch_size, self.inputs,
-                                 jit_compile=on_tpu)
+        return PredictionValidation(strategy, model, self.make_scorer(), shards, per_replica_batch_size,
+                                    jit_compile=on_tpu)
 
     def best_metric(self, config) -> Optional[BestMetric]:
         name = config.metric_for_best_model or self.make_scorer().best_metric
@@ -196,7 +191,7 @@ class SequenceClassificationTask(EncoderTask):
         return REGRESSION_SCORES if self.labels.regression else CLASSIFICATION_SCORES
 
     def make_scorer(self):
-        return SequenceScorer(self.labels, self.remap)
+        return SequenceScorer(self.labels, self.remap, self.inputs)
 
     def training_hits(self, logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         """Examples right: the class (argmax), or for a regression the score rounded to the label's whole number."""
@@ -227,7 +222,7 @@ class TokenClassificationTask(EncoderTask):
         return TOKEN_SCORES
 
     def make_scorer(self):
-        return TokenScorer(self.labels, self.remap)
+        return TokenScorer(self.labels, self.remap, self.inputs)
 
     def training_hits(self, logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))

@@ -1,13 +1,13 @@
-"""Validation of an encoder over shards, each epoch and in the evaluate command: the model runs on the device, the
-argmax too (one class id per example, or per token), and only those ids, the true labels and each row's loss
-leave it; the host scores them (metrics.py).
+"""What validation of an encoder runs, each epoch and in the evaluate command (through training/evaluation.py's
+PredictionValidation): the model runs on the device, the argmax too (one class id per example, or per token), and
+only those ids, the true labels and each row's loss leave it; the host scores them (metrics.py).
 
 A split's label ids are the positions of its own label names (its manifest's); `remap` turns them into the model's
 ids on the device, so a validation split holding fewer labels than the training split (its names sorted apart) is
 scored right. Padding rows (the evaluation pipeline fills the last batch with them: no attention) are dropped.
 """
 
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -15,9 +15,7 @@ import tensorflow as tf
 from mlm_tpu.encoder import metrics
 from mlm_tpu.encoder.models import Labels
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.training.evaluation import ShardRunner
-from mlm_tpu.training.task import Scores, Validation
+from mlm_tpu.training.task import Scores
 
 
 def _logits(model, batch: Dict[str, tf.Tensor], inputs: Sequence[str]) -> tf.Tensor:
@@ -31,15 +29,16 @@ def _model_ids(labels: tf.Tensor, remap: tf.Tensor) -> tf.Tensor:
 
 
 class SequenceScorer:
-    """Classes (argmax on the device) or scores (regression) of whole examples."""
+    """Classes (argmax on the device) or scores (regression) of whole examples; the model reads `inputs`."""
 
-    def __init__(self, labels: Labels, remap: Sequence[int]):
+    def __init__(self, labels: Labels, remap: Sequence[int], inputs: Sequence[str]):
         self.labels = labels
         self.remap = tf.constant(list(remap) or [0], tf.int32)
+        self.inputs = list(inputs)
         self.best_metric = "pearson" if labels.regression else "accuracy"
 
-    def on_device(self, model, batch: Dict[str, tf.Tensor], inputs: Sequence[str]) -> Dict[str, tf.Tensor]:
-        logits = _logits(model, batch, inputs)
+    def on_device(self, model, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        logits = _logits(model, batch, self.inputs)
         real = tf.cast(batch["attention_mask"][:, 0] > 0, tf.int32)
         if self.labels.regression:
             truth = tf.cast(batch["labels"][:, 0], tf.float32)
@@ -66,16 +65,17 @@ class SequenceScorer:
 
 
 class TokenScorer:
-    """A tag per word (argmax on the device, per token), scored by entities (seqeval)."""
+    """A tag per word (argmax on the device, per token), scored by entities (seqeval); the model reads `inputs`."""
 
     best_metric = "f1"
 
-    def __init__(self, labels: Labels, remap: Sequence[int]):
+    def __init__(self, labels: Labels, remap: Sequence[int], inputs: Sequence[str]):
         self.labels = labels
         self.remap = tf.constant(list(remap), tf.int32)
+        self.inputs = list(inputs)
 
-    def on_device(self, model, batch: Dict[str, tf.Tensor], inputs: Sequence[str]) -> Dict[str, tf.Tensor]:
-        logits = _logits(model, batch, inputs)
+    def on_device(self, model, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        logits = _logits(model, batch, self.inputs)
         truth = _model_ids(tf.cast(batch["labels"], tf.int32), self.remap)
         scored = tf.cast(tf.not_equal(truth, IGNORE_INDEX), tf.float32)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(truth, 0), logits=logits)
@@ -92,24 +92,3 @@ class TokenScorer:
     def describe(self, scores: Scores) -> str:
         return (f"entity F1 {scores['f1']:.3f} (precision {scores['precision']:.3f}, recall {scores['recall']:.3f}), "
                 f"tag accuracy {scores['accuracy']:.2%}, loss {scores['loss']:.4f}")
-
-
-class EncoderValidation(Validation):
-    """Runs `scorer.on_device` over every example of `shards` under `strategy`; `run()` returns the scores."""
-
-    def __init__(self, strategy, model, scorer, shards: ShardSet, per_replica_batch_size: int, inputs: List[str],
-                 jit_compile: bool):
-        self.scorer = scorer
-        self.runner = ShardRunner(strategy, shards, per_replica_batch_size, lambda seed: None, 0,
-                                  lambda batch: scorer.on_device(model, batch, inputs),
-                                  vocab_size=model.config.vocab_size, jit_compile=jit_compile, gather=True)
-
-    def outputs(self) -> Dict[str, np.ndarray]:
-        """What the device gave for every row of every step, padding rows included."""
-        return self.runner.run()
-
-    def run(self, show_progress: bool = False) -> Scores:
-        return self.scorer.score(self.runner.run(show_progress))
-
-    def describe(self, scores: Scores) -> str:
-        return self.scorer.describe(scores)

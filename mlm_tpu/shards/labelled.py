@@ -19,7 +19,6 @@ training and validation splits.
 
 import math
 import re
-from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -27,7 +26,8 @@ import numpy as np
 from mlm_tpu.corpus import Corpus, Record
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX, REGRESSION, SEQUENCE_CLASSIFICATION
-from mlm_tpu.shards.packing import BatchTokenizer, ExampleMaker, Features
+from mlm_tpu.shards.packing import BatchTokenizer, Features
+from mlm_tpu.shards.text2text import RowExamples
 
 CLASSIFICATION = "single_label_classification"  # transformers' problem_type of one class per example
 PROBLEM_TYPES = (CLASSIFICATION, REGRESSION)
@@ -248,16 +248,10 @@ def first_piece_labels(word_ids: Sequence[Optional[int]], tags: Sequence[int]) -
     return labels
 
 
-def merged_counts(counts: Dict[str, int], more: Dict[str, int]) -> Dict[str, int]:
-    merged = Counter(counts)
-    merged.update(more)
-    return dict(sorted(merged.items()))
+class LabelledExamples(RowExamples):
+    """What the two encoder kinds share: one example per row, with the labels it saw counted."""
 
-
-class LabelledExamples(ExampleMaker):
-    """What the two encoder kinds share: one example per row, counted in rows, with the labels it saw counted."""
-
-    unit_name = "rows"
+    counted = "label_counts"
 
     def __init__(self, tokenizer, num_threads: int, max_length: int, label_names: Sequence[str], columns: Sequence[str],
                  target_column: str):
@@ -268,8 +262,7 @@ class LabelledExamples(ExampleMaker):
         self.labels = LabelIds(label_names, target_column)
         self.columns = tuple(columns)
         self.target_column = target_column
-        self.units_per_example = 1
-        self.counters.update({"truncated": 0, "label_counts": {}})
+        self.counters["truncated"] = 0
 
     def batches(self, corpus, batch_size: int) -> Iterator[List[Record]]:
         return corpus.record_batches((*self.columns, self.target_column), batch_size, skip=self.counters["documents"],
@@ -279,23 +272,7 @@ class LabelledExamples(ExampleMaker):
         self.counters["documents"] += rows
         self.counters["units"] += rows
         self.counters["truncated"] += truncated
-        self.counters["label_counts"] = merged_counts(self.counters["label_counts"], Counter(labels))
-
-    @staticmethod
-    def merged_counters(counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
-        numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
-                                                if key != "label_counts"}, more)
-        return {**numbers, "label_counts": merged_counts(counters["label_counts"], more["label_counts"])}
-
-    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
-        cut = min(count, len(piece["input_ids"]))
-        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
-
-    def examples(self, piece: Features) -> Features:
-        return piece
-
-    def whole_examples(self, units: Features) -> Features:
-        return units
+        self.count_values(labels)
 
     def totals(self) -> Dict[str, object]:
         return {key: value for key, value in self.counters.items() if key != "units"}

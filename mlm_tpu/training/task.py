@@ -19,6 +19,18 @@ from mlm_tpu.training.config import TrainingConfig
 Scores = Dict[str, float]
 
 
+def run_tokenizer(config: TrainingConfig):
+    """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    if config.tokenizer:
+        return load_tokenizer(config.tokenizer)
+    if config.model_name_or_path:
+        return load_tokenizer(config.model_name_or_path, "--model-name-or-path")
+    raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
+                    "--model-name-or-path whose tokenizer made them")
+
+
 @dataclass(frozen=True)
 class BestMetric:
     """The validation score that decides which epoch's model the output folder keeps."""
