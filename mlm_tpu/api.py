@@ -161,25 +161,22 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
     token-classification); `model_name_or_path` None with `model_config` and `tokenizer` trains the same head from
     scratch, the baseline. `settings` are further training settings (they override the protocol's). A run
     started as a subprocess (`mlm-tpu train --config`, the protocol's `training_settings()` as the file) gives the
-    same result through `FineTuningResult.of_folder(output_dir)`.
-
-    Example:
-        >>> result = mlm_tpu.fine_tune("runs/api/sst/train", "runs/api/sst/validation", "runs/api/sst/model",
-        ...                            model_name_or_path="runs/api/model", seed=1,
-        ...                            protocol=mlm_tpu.FineTuningProtocol(max_length=64, num_epochs=2))
-        >>> result.scores["accuracy"] >= 0
-        True
+    same result through `FineTuningResult.of_folder(output_dir)`. README: "Fine-tune an encoder" has a worked example;
+    tests/test_encoder.py runs this function on each task.
     """
+    from mlm_tpu.configuration import check_ranges
     from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
     from mlm_tpu.errors import UserError
     from mlm_tpu.shards.format import ENCODER_KINDS
     from mlm_tpu.shards.reading import find_shards
 
+    protocol = protocol or FineTuningProtocol()
+    check_ranges(protocol)
     kind = find_shards(train_dataset, None, None, "--train-dataset").kind
     if kind not in ENCODER_KINDS:
         raise UserError(f"--train-dataset {train_dataset} holds {kind} shards; fine-tuning takes "
                         "sequence-classification or token-classification shards")
-    run = {**(protocol or FineTuningProtocol()).training_settings(), "task": kind, "eval_dataset": eval_dataset,
+    run = {**protocol.training_settings(), "task": kind, "eval_dataset": eval_dataset,
            "model_name_or_path": model_name_or_path, "seed": seed, **settings}
     result = train_model(train_dataset, output_dir, callbacks, **run)
     return FineTuningResult.of_training(result, kind, seed)

@@ -746,7 +746,7 @@ def token_classification_row_with_fewer_tags_than_words(inputs):
 
 
 def labelled_shards(inputs: Inputs, validation_labels=("a", "b")) -> Path:
-    """Sequence-classification shards of a few rows (labels a and b), and a validation split with `validation_labels`."""
+    """Sequence-classification shards of a few rows (labels a and b), and validation rows of `validation_labels`."""
     from mlm_tpu.api import shard_corpus
 
     for split, labels in (("train", ("a", "b")), ("validation", validation_labels)):

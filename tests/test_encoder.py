@@ -168,6 +168,7 @@ def runs(tmp_path_factory, wikitext_tokenizer):
     return found
 
 
+@pytest.mark.slow
 def test_each_task_learns_its_synthetic_task(runs):
     expected = {"single": ("accuracy", 0.9), "pair": ("accuracy", 0.9), "regression": ("pearson", 0.8),
                 "tags": ("f1", 0.9)}
@@ -191,6 +192,7 @@ def predictions(run) -> tuple:
     return mlm_tpu.predict_text_classification(folder, texts), [row.get("label", row.get("score")) for row in rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", list(TASKS))
 def test_validation_scores_are_the_libraries_scores_of_the_models_predictions(runs, run):
     """The kept epoch's validation (argmax on the device, the split's ids mapped to the model's, padding rows left
@@ -220,6 +222,7 @@ def test_validation_scores_are_the_libraries_scores_of_the_models_predictions(ru
         assert scores[name] == pytest.approx(value, abs=1e-4), (name, scores, expected)
 
 
+@pytest.mark.slow
 def test_evaluate_scores_the_saved_model_as_its_validation_did(runs):
     import mlm_tpu
 
@@ -231,6 +234,7 @@ def test_evaluate_scores_the_saved_model_as_its_validation_did(runs):
             assert evaluated.scores[name] == pytest.approx(value, abs=1e-5), (run, name)
 
 
+@pytest.mark.slow
 def test_the_folder_says_what_it_predicts_and_how_it_was_made(runs):
     """config.json as transformers keeps a head's labels; the log says a pretrained base got a new head (and BERT
     reads token types); the card's pipeline, widget and model-index fit the task; FineTuningResult reads the
@@ -246,7 +250,8 @@ def test_the_folder_says_what_it_predicts_and_how_it_was_made(runs):
         folder = runs[run].folder
         config = json.loads((folder / "config.json").read_text())
         assert config["architectures"] == [architecture] and config.get("problem_type") == problem_type
-        assert list(config["id2label"].values()) == labels and config["label2id"] == {n: i for i, n in enumerate(labels)}
+        assert list(config["id2label"].values()) == labels
+        assert config["label2id"] == {name: index for index, name in enumerate(labels)}
         if runs[run].base:
             assert any(line.startswith(f"Loaded the encoder of {runs[run].base}") and "a new head is initialised" in
                        line for line in runs[run].log), runs[run].log
@@ -254,7 +259,8 @@ def test_the_folder_says_what_it_predicts_and_how_it_was_made(runs):
             run in ("pair", "tags"))
         card = ModelCard.load(folder / "README.md")
         pipeline = "token-classification" if run == "tags" else "text-classification"
-        assert card.data.pipeline_tag == pipeline and card.data.widget[0]["text"] and card.data.model_name == folder.name
+        assert card.data.pipeline_tag == pipeline and card.data.widget[0]["text"]
+        assert card.data.model_name == folder.name
         results = card.data.eval_results  # the model-index: every validation score of the kept epoch
         assert {result.task_type for result in results} == {pipeline}
         assert sorted(result.metric_value for result in results) == pytest.approx(
@@ -264,6 +270,7 @@ def test_the_folder_says_what_it_predicts_and_how_it_was_made(runs):
             runs[run].result.scores, runs[run].result.best_epoch, runs[run].result.task, 3)
 
 
+@pytest.mark.slow
 def test_transformers_5_on_pytorch_loads_each_folder_as_its_auto_class_with_the_same_logits_and_labels(runs,
                                                                                                       tmp_path):
     """RoBERTa, BERT and ELECTRA heads, pairs with their token types included: transformers' PyTorch Auto classes

@@ -65,7 +65,9 @@ def fill_mask_parser(prog: str) -> argparse.ArgumentParser:
     parser = texts_parser(f"{prog} [fill-mask]", fill_mask.__doc__, "sentences", "SENTENCE",
                           "Text with [MASK] (or <mask>) where a word is missing; none: read lines from stdin.",
                           FILL_MASK_FLAGS, "The trained model: `python train.py`'s --output-dir, a save_pretrained "
-                                           "folder or a Hub name.", epilog=f"T5 models: {prog} text2text --help")
+                                           "folder or a Hub name.", epilog=f"T5 models: {prog} text2text --help. Encoder "
+                                           f"classifiers and taggers: {prog} text-classification --help, "
+                                           f"{prog} token-classification --help.")
     FILL_MASK_FLAGS.add(parser, "--top-k", type=int, help="Candidates shown per mask.")
     return with_output_flags(parser, 'One JSON object per sentence on stdout: {"sentence", "predictions": [[{"token", '
                                      '"token_str", "score", "sequence"}, ...] per mask]}.')

@@ -35,8 +35,9 @@ def split_labels(shards: ShardSet, flag: str, token_level: bool) -> Labels:
     """The labels a split's manifest names (its ids are their positions)."""
     settings = (shards.manifest or {}).get("settings", {})
     if "labels" not in settings:
+        kind = "token" if token_level else "sequence"
         raise UserError(f"{flag}: the shards in {shards.folder} have no manifest.json naming their labels; make them "
-                        f"with `python -m mlm_tpu.shard --task {'token' if token_level else 'sequence'}-classification`")
+                        f"with `python -m mlm_tpu.shard --task {kind}-classification`")
     return Labels(tuple(settings["labels"]), None if token_level else settings.get("problem_type"))
 
 

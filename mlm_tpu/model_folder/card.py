@@ -160,7 +160,8 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
     data = ModelCardData(library_name="transformers", pipeline_tag=words.pipeline_tag,
                          tags=["mlm_tpu", facts.model_type, facts.task, "tensorflow", "pytorch", "safetensors"],
                          datasets=datasets_of(facts.corpus) or None, widget=[{"text": words.widget_text}],
-                         model_name=name if shown else None, eval_results=_eval_results(facts, shown) if shown else None)
+                         model_name=name if shown else None,
+                         eval_results=_eval_results(facts, shown) if shown else None)
     body = [f"# {name}", "", f"{words.summary[0].upper()}{words.summary[1:]}, "
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]

@@ -12,9 +12,8 @@ tags as names or as ids) or as whitespace-separated strings (CSV); each word's t
 Before anything is written, a first pass over the split checks every row (a text, and a pair, in each; as many
 tags as words; labels that are labels) and finds the labels' names (and whether they are scores: numbers, some not
 whole), unless --labels names them: then they are exactly those, in that order, and a label given as a whole
-number i that is not itself a name is the i-th name (🤗's ClassLabel ids). A split's
-label ids are the positions of its names, which its manifest records; the trainer matches the names of the
-training and validation splits.
+number i that is not itself a name is the i-th name (🤗's ClassLabel ids). A split's label ids are the positions
+of its names, which its manifest records; the trainer matches the names of the training and validation splits.
 """
 
 import math

@@ -72,7 +72,8 @@ class ShardingConfig:
     source_prefix: str = ""  # text2text: task prefix put before every input
     pair_column: Optional[str] = None  # sequence-classification: the column of each text's pair (None: single texts)
     labels: Tuple[str, ...] = ()  # sequence/token-classification: the label names, in order (): found in the split
-    problem_type: Optional[str] = None  # sequence-classification: single_label_classification | regression (None: found)
+    # sequence-classification: single_label_classification | regression (None: found by the first pass)
+    problem_type: Optional[str] = None
     max_length: int = setting(512, low=MIN_MAX_LENGTH)  # tokens per example (per input, for text2text)
     max_target_length: int = setting(128, low=2)  # text2text: tokens per target, </s> included
     noise_density: float = setting(0.15, low=0, high=1, low_open=True, high_open=True)  # span-corruption: N / T
