@@ -6,6 +6,10 @@
 | span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
+| sequence-       | sequence-classification | any encoder (BERT,     | accuracy, macro F1, Matthews correlation;   |
+|  classification |                         |  RoBERTa, ELECTRA...)  |  Pearson, Spearman (regression)             |
+| token-          | token-classification    | any encoder            | entity precision/recall/F1 (seqeval)        |
+|  classification |                         |                        |                                             |
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
 
@@ -23,9 +27,14 @@ PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_t
     "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
     "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
+    "sequence-classification": ("mlm_tpu.encoder.task", "SequenceClassificationTask"),
+    "token-classification": ("mlm_tpu.encoder.task", "TokenClassificationTask"),
 }
 TASKS = tuple(PLUG_INS)
-T5_TASKS = tuple(task for task in TASKS if task != "mlm")
+ENCODER_TASKS = ("sequence-classification", "token-classification")
+T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", *ENCODER_TASKS))
+ENCODER_HEADS = {"ForSequenceClassification": "sequence-classification",
+                 "ForTokenClassification": "token-classification"}  # a saved model's architecture -> its task
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:
@@ -61,8 +70,9 @@ def training_task(config):
 
 
 def task_of_saved_model(name_or_path: str) -> str:
-    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
-    any other model is a masked LM (loading it will say if it is not). An adapter folder records its base's."""
+    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); an
+    encoder's head says (RobertaForSequenceClassification: sequence-classification); any other model is a masked LM
+    (loading it will say if it is not). An adapter folder records its base's."""
     from types import SimpleNamespace
 
     from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
@@ -76,10 +86,22 @@ def task_of_saved_model(name_or_path: str) -> str:
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
     if model_type(name_or_path) != "t5":
-        return "mlm"
+        return encoder_task_of(name_or_path) or "mlm"
     from transformers import AutoConfig
 
     return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
+
+
+def encoder_task_of(name_or_path: str) -> Optional[str]:
+    """The encoder task of a saved model's head (from its config's architectures), or None."""
+    from transformers import AutoConfig
+
+    try:
+        architectures = AutoConfig.from_pretrained(name_or_path).architectures or []
+    except (OSError, ValueError):
+        return None
+    return next((task for suffix, task in ENCODER_HEADS.items() for name in architectures[:1]
+                 if name.endswith(suffix)), None)
 
 
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
@@ -99,14 +121,17 @@ def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
 
 
 def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str):
-    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text): None (as any saved model)
-    unless it is an adapter folder, whose plug-in loads it onto its base; an adapter for the other family is
-    refused, as its models are."""
+    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text, "encoder" for text- and
+    token-classification): None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
+    base; an adapter for another family is refused, as its models are."""
     from mlm_tpu.delta.folder import is_adapter_folder
 
     task = plug_in_of_saved_model(name_or_path, base_model)
     if not is_adapter_folder(name_or_path):
         return None
+    if (task.name in ENCODER_TASKS) != (family == "encoder"):
+        raise UserError(f"--model {name_or_path} is an adapter for a {task.name} model; run it with the predict "
+                        "command of that task")
     if (task.name == "mlm") != (family == "mlm"):
         other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
         raise UserError(f"--model {name_or_path} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "

@@ -874,6 +874,84 @@ def export_a_tokenizer_folder(inputs):
     return ["--model", str(inputs.tokenizer), "--output-dir", str(inputs.tmp / "out")]
 
 
+# --- encoders: sequence and token classification (rows are checked before anything is written) ---------------------
+
+def labelled_flags(inputs: Inputs, name: str, text: str, *flags: str, task: str = "sequence-classification"):
+    return ["--task", task, "--text-files", str(text_file(inputs, name, text)), *flags, "--tokenizer",
+            str(inputs.tokenizer), "--max-length", "32", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("shard", "rows.csv row 2", "text column 'text' is empty", absent=("out",))
+def sequence_classification_with_an_empty_text(inputs):
+    return labelled_flags(inputs, "rows.csv", "text,label\nfine,a\n,b\n", "--input-column", "text",
+                          "--target-column", "label")
+
+
+@row("shard", "rows.csv row 1", "pair column 'second' is empty", absent=("out",))
+def sentence_pair_empty_on_one_side(inputs):
+    return labelled_flags(inputs, "rows.csv", "first,second,label\nfine, ,a\n", "--input-column", "first",
+                          "--pair-column", "second", "--target-column", "label")
+
+
+@row("shard", "has no column 'label'", "--target-column", absent=("out",))
+def sequence_classification_without_its_label_column(inputs):
+    return labelled_flags(inputs, "rows.jsonl", '{"text": "fine"}\n', "--input-column", "text", "--target-column",
+                          "label")
+
+
+@row("shard", "rows.csv row 3", "'n/a', not a number", "other labels are scores", "--problem-type", absent=("out",))
+def regression_label_that_is_not_a_number(inputs):
+    return labelled_flags(inputs, "rows.csv", "text,score\nfine,3.8\ngood,1\nbad,n/a\n", "--input-column", "text",
+                          "--target-column", "score")
+
+
+@row("shard", "rows.jsonl row 2", "3 words", "2 tags", "exactly one tag", absent=("out",))
+def token_classification_row_with_fewer_tags_than_words(inputs):
+    return labelled_flags(inputs, "rows.jsonl", '{"w": ["a", "b"], "t": ["O", "O"]}\n{"w": ["a", "b", "c"], "t": '
+                          '["O", "B-X"]}\n', "--input-column", "w", "--target-column", "t", task="token-classification")
+
+
+def labelled_shards(inputs: Inputs, validation_labels=("a", "b")) -> Path:
+    """Sequence-classification shards of a few rows (labels a and b), and validation rows of `validation_labels`."""
+    from mlm_tpu.api import shard_corpus
+
+    for split, labels in (("train", ("a", "b")), ("validation", validation_labels)):
+        rows = "".join(json.dumps({"text": f"text number {index}", "label": label}) + "\n"
+                       for index, label in enumerate(labels * 8))
+        shard_corpus(str(inputs.tokenizer), str(inputs.tmp / "labelled"), task="sequence-classification",
+                     text_files=(str(text_file(inputs, f"{split}.jsonl", rows)),), split=split,
+                     input_columns=("text",), target_column="label", max_length=32)
+    return inputs.tmp / "labelled"
+
+
+def fine_tuning_flags(inputs: Inputs, shards: Path, *extra: str) -> List[str]:
+    return ["--task", "sequence-classification", "--train-dataset", str(shards / "train"), "--eval-dataset",
+            str(shards / "validation"), "--tokenizer", str(inputs.tokenizer), "--per-replica-batch-size", "4",
+            "--output-dir", str(inputs.tmp / "model"), *extra]
+
+
+@row("train", "--eval-dataset has labels that training never saw (c)", absent=("model",))
+def validation_label_training_never_saw(inputs):
+    return fine_tuning_flags(inputs, labelled_shards(inputs, ("a", "c")), "--model-config", "tiny")
+
+
+@row("train", "t5 model", "encoder-decoder", "fine-tune an encoder", absent=("model",))
+def sequence_classification_on_a_t5(inputs):
+    return fine_tuning_flags(inputs, labelled_shards(inputs), "--model-name-or-path",
+                             str(FIXTURES / "t5-classifier"))
+
+
+@row("train", "gpt2 model", "not an encoder", "roberta-base", absent=("model",))
+def sequence_classification_on_a_causal_lm(inputs):
+    text_file(inputs, "gpt2/config.json", json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2}))
+    return fine_tuning_flags(inputs, labelled_shards(inputs), "--model-name-or-path", str(inputs.tmp / "gpt2"))
+
+
+@row("predict", "RobertaForMaskedLM", "not a token classification model", "--task token-classification")
+def token_classification_with_a_masked_lm(inputs):
+    return ["token-classification", "--model", str(FIXTURES / "roberta"), "Alice lives in Paris"]
+
+
 @pytest.fixture(scope="module")
 def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer

@@ -2,10 +2,8 @@
 and `python -m mlm_tpu.export` for folders made without them."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -316,3 +316,29 @@ def test_runners_are_told_apart_by_the_names_beam_takes():
         assert is_local_runner(local), local
     for remote in ("DataflowRunner", "dataflow", "FlinkRunner", "flink", "SparkRunner", "PortableRunner"):
         assert not is_local_runner(remote), remote
+
+
+@pytest.mark.slow
+def test_beam_writes_the_local_sharders_labelled_splits_byte_for_byte(wikitext_tokenizer, tmp_path, monkeypatch,
+                                                                      capfd):
+    """Sentence pairs with scores (float32 labels, the labels found by the first pass) from two files, by 2
+    workers: the local sharder's files."""
+    import random
+
+    from mlm_tpu.cli.shard import main
+
+    rng = random.Random(5)
+    words = "the cat sat on a mat while rain fell over old town bridges".split()
+    rows = [{"a": " ".join(rng.choices(words, k=rng.randint(2, 40))), "b": " ".join(rng.choices(words, k=5)),
+             "score": round(rng.uniform(0, 5), 2)} for _ in range(300)]
+    files = [str(write_jsonl(tmp_path / "a.jsonl", rows[:120])), str(write_jsonl(tmp_path / "b.jsonl", rows[120:]))]
+    flags = ["--task", "sequence-classification", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files", *files,
+             "--input-column", "a", "--pair-column", "b", "--target-column", "score", "--max-length", "24",
+             "--shard-size", "50"]
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    main([*flags, "--output-dir", str(tmp_path / "local")])
+    main([*flags, "--output-dir", str(tmp_path / "beam"), *FN_API, "--direct_num_workers", "2"])
+    assert "as an Apache Beam pipeline on FnApiRunner" in capfd.readouterr().err
+    expected = all_files(tmp_path / "local" / "train")
+    assert json.loads(expected["manifest.json"])["features"]["labels"] == {"dtype": "float32", "length": 1}
+    assert all_files(tmp_path / "beam" / "train") == expected

@@ -2,7 +2,10 @@
 
 --task mlm (default): pretrain RoBERTa from scratch on masked-LM shards. --task classification |
 generation: fine-tune T5 (a preset from scratch, or --model-name-or-path) on text-to-text shards,
-scored on the validation shards each epoch; the output folder keeps the best epoch.
+scored on the validation shards each epoch; the output folder keeps the best epoch. --task
+sequence-classification | token-classification: the same for an encoder (--model-name-or-path: BERT,
+RoBERTa, ELECTRA..., one mlm_tpu pretrained; or a RoBERTa shape from scratch) with a head, on labelled
+shards.
 
 A run can be written down and replayed: --config FILE (JSON or YAML) takes its settings from the
 file (the flags' names with underscores; see configs/), and flags given as well override it. The
@@ -63,7 +66,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`). "
                    "span-corruption: pretrain T5 with T5's objective on raw rows (`python -m mlm_tpu.shard --task "
                    "span-corruption`), corrupted afresh each batch with the noise settings the shards' manifest "
-                   "records; scored by target loss, perplexity and token accuracy.")
+                   "records; scored by target loss, perplexity and token accuracy. sequence-classification: an "
+                   "encoder with a head predicts each text's (or pair's) class, or score; scored by accuracy, macro F1 "
+                   "and Matthews correlation (Pearson and Spearman for scores). token-classification: a tag per word, "
+                   "scored by entity precision/recall/F1 (seqeval). Both train on labelled shards (`python -m "
+                   "mlm_tpu.shard --task sequence-classification|token-classification`).")
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
     FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")
@@ -73,9 +80,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(task, "--max-new-tokens", type=int,
               help="Generation: tokens generated per example in validation (default: the shards' target length).")
     FLAGS.add(task, "--metric-for-best-model",
-              help="T5 tasks with --eval-dataset: the validation score whose best epoch the output folder keeps "
-                   "(classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, rouge2, "
-                   "rougeL (default)).")
+              help="T5 and encoder tasks with --eval-dataset: the validation score whose best epoch the output "
+                   "folder keeps (classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, "
+                   "rouge2, rougeL (default); sequence-classification: accuracy (default), macro_f1, "
+                   "matthews_correlation, f1 (two classes), loss, or for scores pearson (default), spearman, loss; "
+                   "token-classification: f1 (default), precision, recall, accuracy, loss).")
 
     data = parser.add_argument_group("data")
     FLAGS.add(data, "--train-dataset", nargs="+", metavar="FOLDER",
@@ -130,7 +139,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "hidden_dropout_prob=0,num_hidden_layers=4.")
     FLAGS.add(model, "--model-name-or-path",
               help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name "
-                   "such as t5-small or google/t5-v1_1-base); with --delta (any task), the frozen base model.")
+                   "such as t5-small or google/t5-v1_1-base); encoder tasks: the pretrained encoder (a folder mlm_tpu "
+                   "made, or roberta-base, bert-base-uncased, ...), its head new; with --delta (any task), the frozen "
+                   "base model.")
     FLAGS.add(model, "--per-replica-batch-size", type=int, help="Examples per replica per step (default: 8).")
     FLAGS.add(model, "--num-epochs", type=int, help="Passes over the training shards (default: 1).")
     FLAGS.add(model, "--max-steps", type=int, help="Stop after this many steps in all (default: the epochs').")

@@ -19,7 +19,7 @@ from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 
-def _check_model_folder(name_or_path: str, flag: str) -> None:
+def check_model_folder(name_or_path: str, flag: str) -> None:
     """A local path must be a saved model; anything else is taken for a Hub name."""
     if os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~")):
         if not os.path.isfile(os.path.join(name_or_path, "config.json")):
@@ -97,10 +97,45 @@ def _check_tensorflow_weights(folder: str, flag: str) -> None:
                         "short); copy the model folder again") from None
 
 
+def load_with_new_head(name_or_path: str, model_class, config, flag: str):
+    """`model_class` with `config` (the saved model's, with other settings of its head), its weights read from the
+    folder (TensorFlow or PyTorch layout) or Hub name; the weights it lacks, or holds in other shapes (a head of
+    other labels), are new. Returns (model, the names of the new weights); a missing weight of the encoder itself
+    is one error line."""
+    check_model_folder(name_or_path, flag)
+    _check_tensorflow_weights(name_or_path, flag)
+    try:
+        files = pytorch_checkpoint_files(name_or_path)
+        if files:
+            from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+
+            model = model_class.from_config(config)
+            model.build_in_name_scope()
+            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+                                                          allow_missing_keys=True, output_loading_info=True,
+                                                          ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
+                     for path in files]
+            missing = frozenset.intersection(*(frozenset(info["missing_keys"]) for info in infos))
+            mismatched = {key for info in infos for key, *_ in info["mismatched_keys"]}
+        else:
+            model, info = model_class.from_pretrained(name_or_path, config=config, use_safetensors=False,
+                                                      output_loading_info=True, ignore_mismatched_sizes=True)
+            missing, mismatched = set(info["missing_keys"]), {key for key, *_ in info["mismatched_keys"]}
+    except (OSError, ValueError, KeyError) as error:
+        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
+                        f"({reason_of(error)})") from None
+    encoder = [key for key in missing if key.split(".")[0] == model.base_model_prefix or
+               f"/{model.base_model_prefix}/" in key]
+    if encoder:
+        raise UserError(f"{flag} {name_or_path} lacks {len(encoder)} weights of the {config.model_type} encoder "
+                        f"({', '.join(sorted(encoder)[:3])}, ...); is it a checkpoint of this model?")
+    return model, sorted(set(missing) | mismatched)
+
+
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
     weights), or a Hub name."""
-    _check_model_folder(name_or_path, flag)
+    check_model_folder(name_or_path, flag)
     _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
@@ -114,7 +149,7 @@ def load_model(name_or_path: str, model_class, flag: str = "--model"):
 
 def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
     """(model, tokenizer), both from the same folder or Hub name; the quick checks first."""
-    _check_model_folder(name_or_path, flag)
+    check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
     return load_model(name_or_path, model_class, flag), tokenizer
 
@@ -123,7 +158,7 @@ def read_model_config(name_or_path: str, flag: str):
     """The config of a saved model (a folder or a Hub name), without loading its weights."""
     from transformers import AutoConfig
 
-    _check_model_folder(name_or_path, flag)
+    check_model_folder(name_or_path, flag)
     try:
         return AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:

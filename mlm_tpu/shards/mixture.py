@@ -168,7 +168,7 @@ def mix(members: Sequence[ShardSet], names: Sequence[str], rates: Union[str, Seq
     same kind and lengths. Its manifest is the first member's, with every member's counted targets."""
     first = members[0]
     for name, member in zip(names[1:], members[1:]):
-        if member.features != first.features or member.kind != first.kind:
+        if member.features != first.features or member.kind != first.kind or member.dtypes != first.dtypes:
             raise UserError(f"--train-dataset {name} holds examples of other lengths or kind ({member.features}) than "
                             f"{names[0]} ({first.features}); shard every member with the same lengths")
     manifest = dict(first.manifest or {})
@@ -179,7 +179,8 @@ def mix(members: Sequence[ShardSet], names: Sequence[str], rates: Union[str, Seq
     if targets:
         manifest["target_counts"] = targets
     shares = mixture_rates(rates, [member.records for member in members], temperature, maximum)
-    return Mixture(features=first.features, manifest=manifest, kind=first.kind, names=tuple(names),
+    return Mixture(features=first.features, manifest=manifest, kind=first.kind, dtypes=first.dtypes,
+                   names=tuple(names),
                    rates=tuple(shares), **_joined(members))
 
 

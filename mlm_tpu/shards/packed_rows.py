@@ -14,7 +14,7 @@ by, so they are counted at every start. A cache folder that cannot be written is
 import hashlib
 import json
 import os
-from typing import List, Optional
+from typing import Optional
 
 from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError

@@ -18,8 +18,8 @@ import numpy as np
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import encode_json, parse_json
 from mlm_tpu.output_dir import check_replacing, crc32c_base64
-from mlm_tpu.shards.format import (MANIFEST, SHARD_SUFFIX, WRITER_RECORD, is_shard_of, manifest_features,
-                                    progress_name, shard_name)
+from mlm_tpu.shards.format import (MANIFEST, SHARD_SUFFIX, WRITER_RECORD, feature_dtypes, is_shard_of,
+                                    manifest_features, progress_name, shard_name)
 from mlm_tpu.shards.packing import Features
 from mlm_tpu.shards.tfrecord import frame_records, iter_records, serialize_examples
 
@@ -91,7 +91,7 @@ def manifest_of(settings: Dict[str, object], feature_lengths: Dict[str, int], to
     records = sum(shard.count for shard in shards)
     return {
         "settings": settings,
-        "features": manifest_features(feature_lengths),
+        "features": manifest_features(feature_lengths, feature_dtypes(settings)),
         **totals,
         "records": records,
         "tokens": records * feature_lengths["input_ids"],

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
-from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.format import ENCODER_KINDS, IGNORE_INDEX
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
     from mlm_tpu.training.task import Task
@@ -45,14 +45,18 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
     transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
     batch = next(iter(evaluation_batches(shards, count, transform, len(tokenizer))))
+    label_names = (shards.manifest or {}).get("settings", {}).get("labels") if shards.kind in ENCODER_KINDS else None
     examples = []
     for row in range(count):
         example = {}
         for name, values in batch.items():
-            ids = [int(value) for value in values[row].numpy()]
+            ids = values[row].numpy().tolist()  # ints; a regression's scores stay floats
             if name == "labels":
                 ids = [value for value in ids if value != IGNORE_INDEX]
-            if name != "attention_mask":
+            if name in ("input_ids", "labels") and not (name == "labels" and shards.kind in ENCODER_KINDS):
                 example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+            elif name != "attention_mask":  # token types; an encoder's labels, by name when they have names
+                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names and name == "labels"
+                                                              else str(value) for value in ids)}
         examples.append(example)
     return examples

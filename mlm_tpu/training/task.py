@@ -29,6 +29,17 @@ def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
+def run_tokenizer(config: TrainingConfig):
+    """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    source = tokenizer_source(config)
+    if not source:
+        raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
+                        "--model-name-or-path whose tokenizer made them")
+    return load_tokenizer(*source)
+
+
 @dataclass(frozen=True)
 class BestMetric:
     """The validation score that decides which epoch's model the output folder keeps."""
@@ -99,6 +110,12 @@ class Task:
     def training_outputs(self, model, batch: Dict, training: bool):
         """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
         return model(**batch, training=training)
+
+    def training_hits(self, logits, labels):
+        """Where the model's guess is right (bool, the shape of `labels`), for the training accuracy: the argmax."""
+        import tensorflow as tf
+
+        return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""

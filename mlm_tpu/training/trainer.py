@@ -184,7 +184,7 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
     return model, optimizer
 
 
-def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None):
+def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None, hits=None):
     """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over every
     scored position of the global batch), scored positions predicted right, and scored positions.
 
@@ -192,7 +192,8 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
     scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
     `jit_compile`: each replica's forward and backward pass is compiled with XLA (the sums over replicas and the
     update stay outside, where the strategy does them). `forward(model, batch, training)` gives the outputs
-    (default: the model called on the batch)."""
+    (default: the model called on the batch); `hits(logits, labels)` where its guesses are right (default: the
+    argmax equals the label)."""
 
     def gradients_and_counts(batch, share):
         dropout_keys.start_step(optimizer.iterations)
@@ -202,7 +203,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
             outputs = forward(model, batch, True) if forward else model(**batch, training=True)
             loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) * share
         gradients = tape.gradient(loss, model.trainable_variables)
-        right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
+        guessed = hits(outputs.logits, batch["labels"]) if hits else tf.equal(
+            tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels)
+        right = tf.logical_and(scored, guessed)
         return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
                                     tf.reduce_sum(tf.cast(scored, tf.float32))])
 
@@ -253,6 +256,7 @@ class Trainer:
         config, task = self.config, self.task
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
+        self.eval_corpus = ((eval_shards.manifest or {}).get("settings", {}).get("corpus") if eval_shards else None)
         tokenizer = task.load_tokenizer(config)
         given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
         for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
@@ -333,7 +337,7 @@ class Trainer:
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys,
                                         wants_jit_compile(config.jit_compile, config.hardware),
-                                        task.training_outputs), iter(dataset), step)
+                                        task.training_outputs, task.training_hits), iter(dataset), step)
         except BaseException:
             if pusher:
                 pusher.abandon()
@@ -389,6 +393,7 @@ class _Loop:
                  logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim,
                  stops: StopRequests):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
+        self.eval_corpus = trainer.eval_corpus
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
         self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
@@ -508,7 +513,8 @@ class _Loop:
             log(f"{metric.name} {value:.4f} is not better than epoch {best['epoch']}'s {best['value']:.4f}: "
                 f"{self.config.output_dir} keeps that model")
             return False
-        self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step}
+        self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step,
+                           "validation": dict(scores)}
         self.save(epoch, step, scores, {BEST_RECORD: self.state.best})
         log(f"{metric.name} {value:.4f} is the best so far: model saved to {self.config.output_dir}")
         return True
@@ -519,7 +525,7 @@ class _Loop:
         self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
-                                             validation=scores)
+                                             validation=scores, validation_corpus=self.eval_corpus)
         self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
