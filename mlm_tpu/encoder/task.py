@@ -16,7 +16,7 @@ from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTok
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
-from mlm_tpu.encoder.models import (Labels, encoder_from_scratch, longest_input, model_inputs,
+from mlm_tpu.encoder.models import (Labels, check_encoder, encoder_from_scratch, longest_input, model_inputs,
                                     pretrained_encoder)
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
@@ -87,6 +87,9 @@ class EncoderTask(Task):
 
     def make_scorer(self):
         raise NotImplementedError
+
+    def check_base(self, base_config, where: str) -> None:
+        check_encoder(base_config, self.head_class, where)
 
     def check(self, config) -> None:
         super().check(config)

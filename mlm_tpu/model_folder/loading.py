@@ -174,17 +174,18 @@ def model_types(model_class) -> Tuple[str, ...]:
     return tuple(config_class.model_type for config_class in mapping.keys())
 
 
-def check_model_type(name_or_path: str, model_class, flag: str, needed_by: str) -> None:
-    """Refuse a saved model of a type `model_class` cannot be (a T5 task given a RoBERTa: transformers would build a
-    T5 from the RoBERTa's config and fail at the first step); `needed_by` says who needs it ("--task generation")."""
-    found = read_model_config(name_or_path, flag).model_type
+def check_model_type(base_config, model_class, where: str, needed_by: str) -> None:
+    """Refuse a saved model (its config) of a type `model_class` cannot be (a T5 task given a RoBERTa: transformers
+    would build a T5 from the RoBERTa's config and fail at the first step); `where` names it ("--model-name-or-path
+    runs/x"), `needed_by` says who needs it ("--task generation")."""
+    found = base_config.model_type
     types = model_types(model_class)
     if found in types:
         return
     wanted = (f"a {types[0]} base" if len(types) == 1 else
               f"a base of one of the types {', '.join(types[:5])}{', ...' if len(types) > 5 else ''}")
-    raise UserError(f"{needed_by} needs {wanted}; {flag} {name_or_path} is a {found} model: give such a base, or "
-                    f"the --task of a {found} model")
+    raise UserError(f"{needed_by} needs {wanted}; {where} is a {found} model: give such a base, or the --task of a "
+                    f"{found} model")
 
 
 def model_type(name_or_path: str) -> Optional[str]:

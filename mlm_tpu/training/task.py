@@ -86,6 +86,13 @@ class Task:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
 
+    def check_base(self, base_config, where: str) -> None:
+        """Refuse a pretrained model (its config: nothing is loaded yet) this task cannot start from; `where` names
+        it ("--model-name-or-path runs/x")."""
+        from mlm_tpu.model_folder.loading import check_model_type
+
+        check_model_type(base_config, self.model_class, where, f"--task {self.name}")
+
     def load_tokenizer(self, config: TrainingConfig):
         raise NotImplementedError
 

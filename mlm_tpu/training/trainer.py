@@ -33,7 +33,7 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
-from mlm_tpu.model_folder.loading import check_model_type
+from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
@@ -111,7 +111,8 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"{config.steps_per_execution}: a backup can only be written between executions; use "
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
     if config.model_name_or_path:
-        check_model_type(config.model_name_or_path, task.model_class, "--model-name-or-path", f"--task {config.task}")
+        task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
+                        f"--model-name-or-path {config.model_name_or_path}")
 
 
 def check_output_folder(config: TrainingConfig) -> None:
