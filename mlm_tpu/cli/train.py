@@ -177,21 +177,24 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
 
     delta = parser.add_argument_group(
         "delta-tuning", "Train a small delta on the frozen --model-name-or-path instead of every weight; the output "
-        "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters).")
+        "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters). The encoder tasks "
+        "take lora and ia3, and train the classifier's new head with the delta (saved whole, PEFT's "
+        "modules_to_save).")
     FLAGS.add(delta, "--delta", choices=("lora", "ia3", "prompt", "prefix", "adapter"),
               help="lora: low-rank updates beside chosen layers. ia3: learned scaling of keys, values and the "
                    "feed-forward. prompt: virtual tokens before the input. prefix: virtual keys and values in T5's "
-                   "decoder self-attention. adapter: bottleneck MLPs after the feed-forward (and attention).")
+                   "decoder self-attention. adapter: bottleneck MLPs after the feed-forward (and attention). "
+                   "lora and ia3 take T5, RoBERTa, BERT and ELECTRA; the others T5 only.")
     FLAGS.add(delta, "--lora-rank", type=int, help="LoRA: rank r of the update (default: 8).")
     FLAGS.add(delta, "--lora-alpha", type=float, help="LoRA: the update is scaled by alpha / r (default: 16).")
     FLAGS.add(delta, "--lora-dropout", type=float, help="LoRA: dropout on the update's input (default: 0).")
     FLAGS.add(delta, "--lora-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
               help="LoRA: comma-separated module names, matched as PEFT matches target_modules (default as PEFT's: "
-                   "q,v for T5, query,value for RoBERTa).")
+                   "q,v for T5, query,value for RoBERTa, BERT and ELECTRA).")
     FLAGS.add(delta, "--use-rslora", action="store_true", help="LoRA: scale by alpha / sqrt(r) (rank-stabilized).")
     FLAGS.add(delta, "--ia3-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
               help="IA3: comma-separated module names (default as PEFT's: k,v,wo for T5 with wo the feed-forward; "
-                   "key,value,output.dense for RoBERTa).")
+                   "key,value,output.dense for RoBERTa and BERT, and ELECTRA as BERT).")
     FLAGS.add(delta, "--num-virtual-tokens", type=int, help="Prompt and prefix tuning: virtual tokens (default: 20).")
     FLAGS.add(delta, "--adapter-kind", choices=("pfeiffer", "houlsby"),
               help="Bottleneck adapters: pfeiffer (after each feed-forward) or houlsby (after attention too) "

@@ -71,6 +71,8 @@ class Task:
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
+    new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
+    # head): a delta-tuning run trains and saves them beside its delta
 
     def __init__(self, name: str):
         self.name = name
