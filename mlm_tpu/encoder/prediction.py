@@ -47,8 +47,10 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
 
     def check(architecture: str) -> None:
         if not architecture.endswith(suffix):
-            raise UserError(f"--model {config.model} is a {architecture}, not a {task.replace('-', ' ')} model; train "
-                            f"one with `python train.py --task {task} --model-name-or-path {config.model} ...`")
+            other = next((name for name, (ending, _) in HEADS.items() if architecture.endswith(ending)), None)
+            fix = (f"run it with `predict {other}`" if other else
+                   f"train one with `python train.py --task {task} --model-name-or-path {config.model} ...`")
+            raise UserError(f"--model {config.model} is a {architecture}, not a {task.replace('-', ' ')} model; {fix}")
 
     saved = saved_config(config.model, "--model") if load is None else None  # (an adapter: checked once loaded)
     if saved:
