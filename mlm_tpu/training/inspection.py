@@ -14,6 +14,8 @@ from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.training.task import Task
 
+TOKEN_FEATURES = ("input_ids", "labels")  # shown as text too
+
 
 @dataclass
 class InspectionConfig:
@@ -29,7 +31,8 @@ class InspectionConfig:
 def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], Task]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
-    labels show only the positions that take a loss."""
+    labels show only the positions that take a loss; features that are not tokens (the sparse masked-LM head's
+    masked_lm_positions, targets_left_out) have ids and no text."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -50,7 +53,9 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
             ids = [int(value) for value in values[row].numpy()]
             if name == "labels":
                 ids = [value for value in ids if value != IGNORE_INDEX]
-            if name != "attention_mask":
+            if name in TOKEN_FEATURES:
                 example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+            elif name != "attention_mask":
+                example[name] = {"ids": ids}
         examples.append(example)
     return examples
