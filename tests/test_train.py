@@ -52,7 +52,7 @@ def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
     assert not (output_dir / "backup").exists()  # the backup is removed once training finished
     assert "Masked-LM head: sparse, at 25 of the 64 positions of each row" in result.stderr  # the default
     speed = re.findall(r"^Epoch \d training: .*; [\d,]+ examples/s, ([\d,]+) tokens/s \(([\d,]+) per replica\), "
-                       r"[\d.]+ MFLOP per token, MFU unknown \(no peak known for CPU: pass --peak-tflops\)$",
+                       r"[\d.]+ [kMG]FLOP per token, MFU unknown \(no peak known for CPU: pass --peak-tflops\)$",
                        result.stderr, re.M)
     assert len(speed) == 3 and all(total == per_replica for total, per_replica in speed), result.stderr
     from mlm_tpu.training.run_logs import read_scalars

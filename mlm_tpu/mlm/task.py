@@ -87,8 +87,8 @@ class MaskedLmTask(Task):
             try:
                 encoder_and_head(model)
             except ValueError as error:
-                raise UserError(f"--model-config {config.model_config}: {reason_of(error)}; train it with "
-                                "--dense-mlm-head") from None
+                raise UserError(f"--model-config {config.model_config or DEFAULT_PRESET}: {reason_of(error)}; train "
+                                "it with --dense-mlm-head") from None
         return model
 
     def training_outputs(self, model, batch: Dict, training: bool):

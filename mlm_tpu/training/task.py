@@ -92,7 +92,8 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
+        """The model's outputs (.loss, and .logits lined up with the batch's labels) on a training batch (packed rows
+        too, for tasks that pack; a masked LM's prediction slots)."""
         return model(**batch, training=training)
 
     def example_cost(self, model, shards: ShardSet) -> Optional[ExampleCost]:

@@ -142,8 +142,8 @@ class Throughput:
 
 
 def _with_prefix(value: float) -> str:
-    """1.23e9 -> "1.23 G" (M, G or T: a model's FLOPs per token lie between)."""
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+    """1.23e9 -> "1.23 G"."""
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if value >= scale:
             return f"{value / scale:.3g} {prefix}"
     return f"{value:,.0f} "
