@@ -50,6 +50,10 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(hardware, "--steps-per-execution", type=int,
               help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
                    "multiple of it.")
+    FLAGS.add(hardware, "--peak-tflops", type=float,
+              help="The peak TFLOP/s of each replica's device (a chip; on TPU v2 and v3, one of its two cores), that "
+                   "the logs' MFU divides the model's FLOPs per second by (default: TPU v2-v6e, A100, H100, H200 and "
+                   "L4 are known by name, in bfloat16; on other devices, CPUs among them, MFU is unknown).")
     FLAGS.add(hardware, "--communication", choices=("auto", "ring", "nccl"), field="hardware.communication",
               help="Several workers (TF_CONFIG names more than one task; see `mlm-tpu launch`): how they all-reduce "
                    "gradients, ring (gRPC, any device), nccl (GPUs) or auto (default: auto).")
@@ -74,6 +78,15 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
     FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")
+    FLAGS.add(task, "--dense-mlm-head", action="store_true",
+              help="--task mlm: run the masked-LM head at every position, as before, rather than at the masked "
+                   "positions only (the sparse head, the default: the same loss, the head's work saved at the other "
+                   "positions). For comparison; the saved model is the same kind either way.")
+    FLAGS.add(task, "--max-predictions-per-seq", type=int, metavar="SLOTS",
+              help="--task mlm, sparse head: prediction slots per row (BERT's max_predictions_per_seq). A row with "
+                   "more masked positions keeps this many, drawn at random, and leaves the others unmasked; each "
+                   "epoch's log line counts them (default: the fewest slots a row outgrows with probability below "
+                   "1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15).")
     FLAGS.add(task, "--labels", nargs="+", metavar="LABEL",
               help="Classification: the class names, each one token of the tokenizer (default: the targets the "
                    "training shards' manifest counted).")
