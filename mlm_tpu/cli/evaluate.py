@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Optional, Sequence
 
-from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_verbose_flag
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_masking_flags, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.training.config import MAX_SEED
 from mlm_tpu.training.config import EvaluationConfig
@@ -37,7 +37,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     FLAGS.add(parser, "--per-replica-batch-size", type=int,
               help="Examples per replica per step (default: 8). Masks depend on it: compare runs made with the same "
                    "batch size.")
-    FLAGS.add(parser, "--mlm-probability", type=float, help="Masked LM: share of tokens masked (default: 0.15).")
+    add_masking_flags(FLAGS, parser, "Masked LM")
     FLAGS.add(parser, "--seed", type=int, help=f"Seed of the masks, 0 to {MAX_SEED} (default: 42).")
     add_flag(parser, "--json", action="store_true", help="Print the figures as one JSON object on stdout.")
     add_hardware_flags(FLAGS, parser)

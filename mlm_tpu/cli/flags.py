@@ -1,4 +1,5 @@
-"""Flags that fill a typed config, and the flag groups several commands share (corpus, hardware, --verbose).
+"""Flags that fill a typed config, and the flag groups several commands share (corpus, hardware, masking,
+--verbose).
 
 A flag added through `ConfigFlags` sets one field of the command's config dataclass. Its argparse
 default is "not given", so after parsing we know exactly what the user typed: those values go on
@@ -112,6 +113,27 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
                    "and test are every 20th document (90%% stays in train).")
     flags.add(group, "--limit", type=int, metavar="N", field=prefix + "limit",
               help="Read at most N documents (default: all).")
+
+
+def add_masking_flags(flags: ConfigFlags, parser, who: str) -> None:
+    """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (mlm/masking.py), shared by training,
+    evaluation and inspection; `who` says where they apply ("--task mlm")."""
+    from mlm_tpu.training.config import MASKINGS
+
+    flags.add(parser, "--mlm-probability", type=float, help=f"{who}: share of tokens masked (default: 0.15).")
+    flags.add(parser, "--masking", choices=MASKINGS,
+              help=f"{who}: token: each token masked on its own (🤗's collator; the default). whole-word: every piece "
+                   "of a chosen word (BERT's whole-word masking), words taken at random until --mlm-probability of a "
+                   "row's tokens are masked. span: SpanBERT's spans of whole words, their lengths in words geometric "
+                   "(p = 0.2, at most 10, mean 3.8), until that share is masked. Words are read from the tokenizer's "
+                   "marks: ▁ (Unigram), Ġ (byte-level BPE), ## (WordPiece).")
+    flags.add(parser, "--mask-replace-prob", type=float, metavar="P",
+              help=f"{who}: share of the masked tokens that become the mask token (default: 0.8; 🤗's "
+                   "DataCollatorForLanguageModeling's name and meaning). Decided per token, but per span with "
+                   "--masking span, as SpanBERT does.")
+    flags.add(parser, "--random-replace-prob", type=float, metavar="P",
+              help=f"{who}: share of the masked tokens that become a random token (default: 0.1); the rest, "
+                   "1 - --mask-replace-prob - --random-replace-prob, stay unchanged (still predicted).")
 
 
 def add_hardware_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix: str = "hardware.") -> Any:

@@ -4,7 +4,7 @@ import argparse
 import json
 from typing import Optional, Sequence
 
-from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_masking_flags, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.training import inspection
 from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
@@ -19,7 +19,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
               help="The tokenizer the shards were made with (a folder, or a model folder holding one).")
     FLAGS.add(parser, "--num-examples", type=int, help="How many examples, from the first shard on (default: 3).")
-    FLAGS.add(parser, "--mlm-probability", type=float, help="Masked-LM splits: share of tokens masked (default: 0.15).")
+    add_masking_flags(FLAGS, parser, "Masked-LM splits")
     FLAGS.add(parser, "--seed", type=int, help="Seed of the masks or spans (default: 42).")
     add_flag(parser, "--json", action="store_true",
              help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}} ("text" for '

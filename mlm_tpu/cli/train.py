@@ -17,7 +17,7 @@ language-modeling example; dashes and underscores are both accepted.
 import argparse
 from typing import Optional, Sequence
 
-from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_verbose_flag
+from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_masking_flags, add_verbose_flag
 from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.mlm.presets import PRESETS
@@ -77,7 +77,7 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "mlm_tpu.shard --task sequence-classification|token-classification`).")
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
-    FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")
+    add_masking_flags(FLAGS, task, "--task mlm")
     FLAGS.add(task, "--dense-mlm-head", action="store_true",
               help="--task mlm: run the masked-LM head at every position, as before, rather than at the masked "
                    "positions only (the sparse head, the default: the same loss, the head's work saved at the other "
@@ -86,7 +86,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="--task mlm, sparse head: prediction slots per row (BERT's max_predictions_per_seq). A row with "
                    "more masked positions keeps this many, drawn at random, and leaves the others unmasked; each "
                    "epoch's log line counts them (default: the fewest slots a row outgrows with probability below "
-                   "1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15).")
+                   "1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15). With --masking whole-word or span, "
+                   "rows mask at most this many, never part of a word (default: a full row's share at "
+                   "--mlm-probability, and 4 for the word that crosses it: 23 of 128 at 0.15).")
     FLAGS.add(task, "--labels", nargs="+", metavar="LABEL",
               help="Classification: the class names, each one token of the tokenizer (default: the targets the "
                    "training shards' manifest counted).")

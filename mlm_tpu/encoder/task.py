@@ -26,7 +26,7 @@ from mlm_tpu.shards.format import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION,
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.evaluation import PredictionValidation
-from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
+from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
 
 DEFAULT_PRESET = "base"
 
@@ -65,7 +65,7 @@ class EncoderTask(Task):
     head_class: type
     token_level: bool
     accuracy_name = "accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "mlm_probability")
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", *MASKING_SETTINGS)
     pipeline_tag: str
     widget_text: str
     predict_command: str
@@ -148,8 +148,7 @@ class EncoderTask(Task):
         return model(**{name: batch[name] for name in self.inputs}, labels=batch["labels"], training=training)
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
-        if config.mlm_probability is not None:
-            raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a {self.name} model")
+        refuse_masking(config, f"{config.model} is a {self.name} model")
         self.labels = Labels.of_config(model.config, self.token_level)
         self.remap = label_remap(split_labels(shards, "--eval-dataset", self.token_level), self.labels,
                                  "--eval-dataset")

@@ -1,20 +1,83 @@
-"""Masked-LM masking of token batches inside tf.data, repeatable from a seed.
+"""Masked-LM masking of token batches inside tf.data, repeatable from a seed: --masking token, whole-word or span.
 
-The masking is 🤗's `DataCollatorForLanguageModeling.tf_mask_tokens` (15% of tokens chosen;
-of those 80% become [MASK], 10% a random token, 10% stay), with two changes of what it is fed:
-every special token of the tokenizer is protected (the reference protected only [CLS], [SEP]
-and padding), and its random draws come from a stateless generator keyed by (seed, batch
-number), so a batch's mask does not depend on thread timing or on which batches came before:
-the same seed gives the same masks, in training, evaluation and after a restart. For the sparse head, the masked
-batch is then put into prediction slots (prediction_slots.py) from the next draws of the same key.
+`token` is 🤗's `DataCollatorForLanguageModeling.tf_mask_tokens` (each token chosen with probability
+--mlm-probability; of those, --mask-replace-prob become the mask token, --random-replace-prob a random token, the
+rest stay: 80/10/10 by default, 🤗's names and meaning), with two changes of what it is fed: every special token of
+the tokenizer is protected (the reference protected only [CLS], [SEP] and padding), and its random draws come from
+a stateless generator keyed by (seed, batch number), so a batch's mask does not depend on thread timing or on which
+batches came before: the same seed gives the same masks, in training, evaluation and after a restart.
+
+`whole-word` (BERT's) and `span` (SpanBERT's) choose whole words, and spans of them, within a budget of
+--mlm-probability of each row's tokens (word_masking.py), from the next draws of the same key; 🤗's function then
+replaces the chosen tokens. BERT decides mask / random / unchanged per token, SpanBERT per span: whole-word does the
+former, span the latter (each span's tokens all become the mask token, all random tokens, or all stay).
+
+For the sparse head, the masked batch is then put into prediction slots (prediction_slots.py) from the next draws.
 """
 
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 from transformers import DataCollatorForLanguageModeling
 
-from mlm_tpu.mlm.prediction_slots import into_slots
+from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.prediction_slots import default_slots, into_slots
+from mlm_tpu.mlm.word_masking import budgets, candidate_spans, take_units, word_numbers
+from mlm_tpu.tokenizer.word_starts import word_start_table
+from mlm_tpu.training.config import MASKINGS
+
+TOKEN, WHOLE_WORD, SPAN = MASKINGS
+
+
+@dataclass(frozen=True)
+class Masking:
+    """What a masked-LM run masks: --masking, --mlm-probability, and what the masked tokens become."""
+
+    mode: str = TOKEN
+    mlm_probability: float = 0.15
+    mask_replace_prob: float = 0.8  # of the masked tokens, the share that becomes the mask token
+    random_replace_prob: float = 0.1  # the share that becomes a random token; the rest stay as they were
+
+    @classmethod
+    def of(cls, config) -> "Masking":
+        """The masking a training, evaluation or inspection config asks for (None: the defaults)."""
+        given = {name: getattr(config, name) for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob")}
+        masking = cls(config.masking or TOKEN, **{name: value for name, value in given.items() if value is not None})
+        if masking.mode not in MASKINGS:
+            raise UserError(f"--masking must be one of {', '.join(MASKINGS)}, not {masking.mode!r}")
+        if masking.mask_replace_prob + masking.random_replace_prob > 1 + 1e-9:
+            raise UserError(f"--mask-replace-prob {masking.mask_replace_prob:g} and --random-replace-prob "
+                            f"{masking.random_replace_prob:g} add up to more than 1: they are shares of the masked "
+                            "tokens (the rest stay unchanged)")
+        return masking
+
+    @property
+    def whole_words(self) -> bool:
+        """Whether it masks whole words within a budget (whole-word, span) rather than tokens one by one."""
+        return self.mode != TOKEN
+
+    def default_slots(self, length: int) -> int:
+        """The sparse head's prediction slots for rows of `length` tokens (prediction_slots.default_slots)."""
+        return default_slots(self.mlm_probability, length, self.whole_words)
+
+    def word_starts(self, tokenizer) -> Optional[List[bool]]:
+        """What whole-word and span masking read words from (word_starts.word_start_table; None for token masking);
+        a tokenizer that marks no words is refused here, in one line."""
+        return word_start_table(tokenizer) if self.whole_words else None
+
+    def masker(self, tokenizer, seed: int, prediction_slots: Optional[int] = None,
+               word_starts: Optional[Sequence[bool]] = None) -> "MlmMasker":
+        """The masker of one input pipeline (`word_starts`: self.word_starts(tokenizer), made once for all)."""
+        return MlmMasker(tokenizer, self.mlm_probability, seed, prediction_slots, masking=self.mode,
+                         mask_replace_prob=self.mask_replace_prob, random_replace_prob=self.random_replace_prob,
+                         word_starts=word_starts)
+
+    def describe(self) -> str:
+        kept = 1 - self.mask_replace_prob - self.random_replace_prob
+        per = " per span" if self.mode == SPAN else ""
+        return (f"{self.mode} masking of {self.mlm_probability:.0%} of tokens ({self.mask_replace_prob:.0%} the mask "
+                f"token, {self.random_replace_prob:.0%} a random token, {max(kept, 0):.0%} unchanged{per})")
 
 
 class _StatelessDraws:
@@ -30,32 +93,77 @@ class _StatelessDraws:
         return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval, dtype=dtype)
 
 
+class _DrawsPerUnit:
+    """`tf_mask_tokens`'s draws with its decisions shared by the tokens of a unit (SpanBERT's 80/10/10 per span):
+    a float draw is made [rows, length] and each token reads its unit's (`unit` [rows, length], below length);
+    random tokens stay drawn per token."""
+
+    def __init__(self, draws: _StatelessDraws, unit: tf.Tensor):
+        self.draws = draws
+        self.unit = unit
+
+    def uniform(self, shape, minval=0, maxval=None, dtype=tf.float32):
+        values = self.draws.uniform(shape, minval=minval, maxval=maxval, dtype=dtype)
+        return tf.gather(values, self.unit, batch_dims=1) if dtype.is_floating else values
+
+
 class MlmMasker:
     """Turns a batch `{input_ids, attention_mask}` into `{input_ids (masked), attention_mask, labels}`; with
-    `prediction_slots`, into the sparse head's batch of that many slots per row (prediction_slots.into_slots)."""
+    `prediction_slots`, into the sparse head's batch of that many slots per row (prediction_slots.into_slots), which
+    also caps the whole-word and span budgets (no row masks more than its slots)."""
 
     def __init__(self, tokenizer, mlm_probability: float = 0.15, seed: int = 0,
-                 prediction_slots: Optional[int] = None):
+                 prediction_slots: Optional[int] = None, *, masking: str = TOKEN, mask_replace_prob: float = 0.8,
+                 random_replace_prob: float = 0.1, word_starts: Optional[Sequence[bool]] = None):
         if not 0 < mlm_probability < 1:
             raise ValueError(f"mlm_probability must be between 0 and 1, not {mlm_probability}")
+        if masking not in MASKINGS:
+            raise ValueError(f"masking must be one of {MASKINGS}, not {masking!r}")
         if tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no mask token")
-        self.collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability,
-                                                        return_tensors="tf")
+        # whole words and spans are chosen here: the collator then takes every token it is not told to avoid
+        self.collator = DataCollatorForLanguageModeling(
+            tokenizer, mlm_probability=mlm_probability if masking == TOKEN else 1.0,
+            mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob, return_tensors="tf")
         self.vocab_size = len(tokenizer)
         self.mask_token_id = tokenizer.mask_token_id
         self.special_ids = tf.constant(sorted(set(tokenizer.all_special_ids)), dtype=tf.int64)
+        if masking != TOKEN:
+            self.starts_word = tf.constant(word_starts or word_start_table(tokenizer), tf.bool)
+        self.masking = masking
+        self.mlm_probability = mlm_probability
         self.seed = seed
         self.prediction_slots = prediction_slots
+        self.cap = prediction_slots
 
     def __call__(self, batch_number: tf.Tensor, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         input_ids = batch["input_ids"]
         special = tf.reduce_any(tf.equal(tf.cast(input_ids, tf.int64)[..., None], self.special_ids), axis=-1)
         key = tf.stack([tf.cast(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
         draws = self.collator.generator = _StatelessDraws(key)
+        avoided = special
+        if self.masking != TOKEN:
+            chosen, unit = self.choose(input_ids, special, draws)
+            avoided = ~chosen
+            if self.masking == SPAN:
+                self.collator.generator = _DrawsPerUnit(draws, unit)
         masked, labels = self.collator.tf_mask_tokens(input_ids, vocab_size=self.vocab_size,
-                                                      mask_token_id=self.mask_token_id, special_tokens_mask=special)
+                                                      mask_token_id=self.mask_token_id, special_tokens_mask=avoided)
         batch = {"input_ids": masked, "attention_mask": batch["attention_mask"], "labels": labels}
         if self.prediction_slots is None:
             return batch
         return into_slots(batch, self.prediction_slots, draws.uniform(tf.shape(input_ids)))
+
+    def choose(self, input_ids: tf.Tensor, special: tf.Tensor, draws: _StatelessDraws):
+        """(chosen, unit) [rows, length]: the tokens whole-word or span masking masks, and each token's unit (its
+        word, or its span)."""
+        words = word_numbers(input_ids, special, self.starts_word)
+        maskable = ~special
+        budget = budgets(self.mlm_probability, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1), None)
+        unit = words
+        if self.masking == SPAN:
+            candidates = tf.stack([tf.shape(input_ids)[0], tf.shape(input_ids)[1] // 2 + 1])
+            unit, in_span = candidate_spans(words, draws.uniform(candidates), draws.uniform(candidates),
+                                            self.mlm_probability)
+            maskable &= in_span
+        return take_units(unit, maskable, words, budget, self.cap, draws.uniform(tf.shape(input_ids))), unit

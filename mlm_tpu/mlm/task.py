@@ -1,32 +1,30 @@
 """`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe.
 
-The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data;
-the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
+The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data (--masking token,
+whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
 validation reports the masked-LM loss over every masked token, its perplexity, and the share of
-masked tokens predicted right, with the dense head on masks made as always, so its figures compare across runs;
+masked tokens predicted right, with the dense head on the run's masking, so its figures compare across sparse and
+dense runs (`evaluate --masking token` scores runs of any masking alike);
 the output folder holds the model of the last epoch.
 """
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 from transformers import TFAutoModelForMaskedLM
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError, reason_of
-from mlm_tpu.mlm.masking import MlmMasker
-from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS, default_slots
+from mlm_tpu.mlm.masking import Masking, MlmMasker
+from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for, longest_input
-from mlm_tpu.shards.format import MLM, features_of
+from mlm_tpu.shards.format import IGNORE_INDEX, MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, masked_lm_cost
 from mlm_tpu.training.task import Task, Validation, tokenizer_source
-
-DEFAULT_MLM_PROBABILITY = 0.15
-
 
 class MaskedLmTask(Task):
     shard_kind = MLM
@@ -36,7 +34,8 @@ class MaskedLmTask(Task):
 
     def __init__(self, name: str):
         super().__init__(name)
-        self.mlm_probability = DEFAULT_MLM_PROBABILITY
+        self.masking = Masking()
+        self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
 
     def check(self, config) -> None:
@@ -58,19 +57,29 @@ class MaskedLmTask(Task):
         return features_of(MLM, max_length)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
-        self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
+        self._set_masking(config, tokenizer)
+        log(f"Masking: {self.masking.describe()}")
         if config.dense_mlm_head:
             log("Masked-LM head: dense, at every position (--dense-mlm-head)")
             return
         given = config.max_predictions_per_seq
-        self.prediction_slots = min(given or default_slots(self.mlm_probability, train.length), train.length)
-        why = ("--max-predictions-per-seq" if given else
-               f"enough for all but 1e-6 of rows at --mlm-probability {self.mlm_probability:g}")
-        log(f"Masked-LM head: sparse, at {self.prediction_slots} of the {train.length} positions of each row ({why}); "
-            "a row's masks beyond them are left unmasked")
+        self.prediction_slots = min(given or self.masking.default_slots(train.length), train.length)
+        at = f"at --mlm-probability {self.masking.mlm_probability:g}"
+        if self.masking.whole_words:
+            why = f"a full row's masking budget {at}, and {CROSSING_WORD_SLOTS} for the word that crosses it"
+            beyond = "no row masks more: a word that does not fit is left unmasked, whole"
+        else:
+            why = f"enough for all but 1e-6 of rows {at}"
+            beyond = "a row's masks beyond them are left unmasked"
+        log(f"Masked-LM head: sparse, at {self.prediction_slots} of the {train.length} positions of each row "
+            f"({'--max-predictions-per-seq' if given else why}); {beyond}")
+
+    def _set_masking(self, config, tokenizer) -> None:
+        self.masking = Masking.of(config)
+        self.word_starts = self.masking.word_starts(tokenizer)
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
-        self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
+        self._set_masking(config, tokenizer)
         _check_mask_token(tokenizer, f"--model {config.model}")
         if shards.length > longest_input(model.config):
             raise UserError(f"--eval-dataset holds {shards.length}-token examples, longer than {config.model} takes "
@@ -78,8 +87,8 @@ class MaskedLmTask(Task):
                             "--max-length")
 
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
-        self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
-        self.prediction_slots = default_slots(self.mlm_probability, shards.length)  # as training makes them
+        self._set_masking(config, tokenizer)
+        self.prediction_slots = self.masking.default_slots(shards.length)  # as training makes them
         _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
 
     def build_model(self, config, tokenizer, train: ShardSet):
@@ -99,8 +108,12 @@ class MaskedLmTask(Task):
         return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
-        probability, slots = self.mlm_probability, self.prediction_slots
-        return lambda seed: MlmMasker(tokenizer, probability, seed, slots)
+        masking, slots, word_starts = self.masking, self.prediction_slots, self.word_starts
+        return lambda seed: masking.masker(tokenizer, seed, slots, word_starts)
+
+    def masks(self, example: Dict[str, list]) -> Dict[int, int]:
+        positions = example.get(MASKED_POSITIONS, range(len(example["labels"])))  # the slots', or every one
+        return {position: label for position, label in zip(positions, example["labels"]) if label != IGNORE_INDEX}
 
     def example_cost(self, model, shards: ShardSet) -> ExampleCost:
         return masked_lm_cost(model.config, shards.length, self.prediction_slots or shards.length)
@@ -117,9 +130,9 @@ class MaskedLmTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        probability = self.mlm_probability
+        masking, word_starts = self.masking, self.word_starts
         return TokenValidation(strategy, model, shards, per_replica_batch_size,
-                               lambda seed: MlmMasker(tokenizer, probability, seed), seed,
+                               lambda seed: masking.masker(tokenizer, seed, word_starts=word_starts), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
 
 

@@ -23,7 +23,7 @@ from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sen
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
+from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -43,7 +43,7 @@ class SpanCorruptionTask(Task):
     shard_kind = SPAN_CORRUPTION
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability", "dense_mlm_head", "max_predictions_per_seq", "labels", "max_target_length",
+    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq", "labels", "max_target_length",
                        "max_new_tokens", "metric_for_best_model")
 
     def __init__(self, name: str):
@@ -67,8 +67,7 @@ class SpanCorruptionTask(Task):
                             "length) than --train-dataset; shard both with the same settings")
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
-        if config.mlm_probability is not None:
-            raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
+        refuse_masking(config, f"{config.model} is a T5 model")
         self._set_lengths(tokenizer, shards, "--eval-dataset")
 
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:

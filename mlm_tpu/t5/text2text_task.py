@@ -27,7 +27,7 @@ from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.training.evaluation import PredictionValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
+from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
 
@@ -62,7 +62,7 @@ class Text2TextTask(Task):
     shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability", "dense_mlm_head", "max_predictions_per_seq")
+    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq")
     packs = True
 
     def __init__(self, name: str):
@@ -102,8 +102,7 @@ class Text2TextTask(Task):
         self.scorer = make_scorer(self.settings, tokenizer, train.features["labels"])
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
-        if config.mlm_probability is not None:
-            raise UserError(f"--mlm-probability is for masked LMs; {config.model} is a T5 model")
+        refuse_masking(config, f"{config.model} is a T5 model")
         settings = task_settings(model.config) or {"task": "generation"}
         self.scorer = make_scorer(settings, tokenizer, shards.features["labels"])
 

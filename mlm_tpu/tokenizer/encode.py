@@ -1,4 +1,5 @@
-"""How a saved tokenizer splits text (`python -m mlm_tpu.tokenizer encode`): pieces, ids and the text decoded back.
+"""How a saved tokenizer splits text (`python -m mlm_tpu.tokenizer encode`): pieces, ids and the text decoded back;
+and a row of ids as words with some pieces marked (`marked_words`: `inspect`'s view of masks).
 
 A quick look at a tokenizer's quality: for a good one the decoded text reads back as written. Pieces are
 shown as the vocabulary holds them (▁the, ##ing, <0xF0>), except byte-level BPE's: those spell bytes, and
@@ -9,10 +10,10 @@ byte-level's stand-ins for ASCII kept (Ġ, the space that starts a word; Ċ, a n
 
 import codecs
 import functools
-from typing import Dict, List, Optional, Sequence
+from typing import Collection, Dict, List, Optional, Sequence
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.tokenizer.word_starts import BYTE_LEVEL_SPACE, WordStarts, word_starts
+from mlm_tpu.tokenizer.word_starts import BYTE_LEVEL_SPACE, WordStarts, word_start_flags, word_start_table, word_starts
 
 HEX_BYTES = "mlm_tpu-hex-bytes"
 codecs.register_error(HEX_BYTES, lambda error: ("".join(f"<0x{byte:02X}>" for byte in
@@ -57,3 +58,31 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> List[Dict[str, object]]:
                         "pieces": [byte_level_text(token) for token in tokens] if byte_level else tokens, "ids": ids,
                         "decoded": tokenizer.decode(ids, skip_special_tokens=True)})
     return encoded
+
+
+def marked_words(tokenizer, ids: Sequence[int], marked: Collection[int]) -> str:
+    """The text of `ids` word by word (as whole-word masking reads words: word_starts.py; the first token starts
+    one), the pieces at the positions `marked` in white square brackets, which no special token uses: a word marked
+    whole reads ⟦word⟧, one marked in part un⟦believ⟧ably. A tokenizer that marks no words shows each piece as a
+    word."""
+    starts = word_starts_if_known(tokenizer)
+    flags = (word_start_flags(ids, word_start_table(tokenizer), set(tokenizer.all_special_ids)) if starts
+             else [True] * len(ids))
+    tokens = tokenizer.convert_ids_to_tokens(list(ids))
+
+    def spelled(run: List[int]) -> str:
+        text = tokenizer.convert_tokens_to_string([tokens[position] for position in run]).strip()
+        if starts and not starts.marks_start and text.startswith(starts.marker):  # WordPiece's inner run: ##believ
+            text = text[len(starts.marker):]
+        return f"⟦{text}⟧" if run[0] in marked else text
+
+    words: List[List[List[int]]] = []  # each word's runs of positions, all marked or all not
+    for position, starts_word in enumerate(flags):
+        if starts_word or not words:
+            words.append([])
+        runs = words[-1]
+        if runs and (runs[-1][0] in marked) == (position in marked):
+            runs[-1].append(position)
+        else:
+            runs.append([position])
+    return " ".join("".join(spelled(run) for run in runs) for runs in words)

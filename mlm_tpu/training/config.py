@@ -15,6 +15,7 @@ from mlm_tpu.configuration import setting
 MAX_SEED = 2**31 - 1
 OPTIMIZERS = ("adamw", "adafactor")  # --optimizer (training/optimizers.py)
 SCHEDULES = ("linear", "rsqrt")  # --lr-schedule
+MASKINGS = ("token", "whole-word", "span")  # --masking (mlm/masking.py)
 
 
 @dataclass
@@ -85,6 +86,9 @@ class TrainingConfig:
     mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
+    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token; mlm/masking.py)
+    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: masked tokens made the mask token (0.8)
+    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: masked tokens made random ones (0.1)
     # mlm: the head at every position (not only the masked ones): the same loss, computed as before; free on resuming
     dense_mlm_head: bool = setting(False, changes_result=False)
     # mlm, the sparse head: prediction slots per row (None: enough for all but 1e-6 of rows, mlm/prediction_slots.py)
@@ -135,5 +139,8 @@ class EvaluationConfig:
     max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
     per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change  # masks depend on it: compare runs made with the same
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
+    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token)
+    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm (0.8)
+    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm (0.1)
     seed: int = setting(42, low=0, high=MAX_SEED)  # of the masks (or spans)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)

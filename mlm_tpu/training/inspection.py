@@ -1,5 +1,6 @@
 """What the model is fed (`python -m mlm_tpu.inspect`): the first examples of a split, after the transform its task
-applies while training (masking, span corruption, or none), as ids and as text.
+applies while training (masking, span corruption, or none), as ids and as text; a masked LM's masks also as the
+text with its masked pieces in brackets, which shows words masked whole (⟦unbelievably⟧) or in part (un⟦believ⟧ably).
 
 Span corruption's inputs and targets are hard to picture from a description: `<extra_id_0>` stands in
 the input where the target says what was there. Reading a few examples settles it, and shows a
@@ -27,6 +28,9 @@ class InspectionConfig:
     tokenizer: str  # the tokenizer the shards were made with
     num_examples: int = setting(3, low=1, high=1000)
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm: 0.15
+    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token)
+    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.8
+    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.1
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
 
 
@@ -34,9 +38,11 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
     labels show only the positions that take a loss; features that are not tokens (the sparse masked-LM head's
-    masked_lm_positions, targets_left_out) have ids and no text."""
+    masked_lm_positions, targets_left_out) have ids and no text. A masked LM's examples add "masked": the masked
+    positions, and the original text with the masked pieces in brackets (tokenizer/encode.marked_words)."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
+    from mlm_tpu.tokenizer.encode import marked_words
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     check_ranges(config)
@@ -63,5 +69,11 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
                                                               for value in ids)}
             elif name != "attention_mask":  # token types, the sparse head's positions: numbers
                 example[name] = {"ids": ids}
+        masks = task.masks({name: values[row].numpy().tolist() for name, values in batch.items()})
+        if masks is not None:
+            original = batch["input_ids"][row].numpy().tolist()
+            for position, token in masks.items():
+                original[position] = token
+            example["masked"] = {"ids": sorted(masks), "text": marked_words(tokenizer, original, masks)}
         examples.append(example)
     return examples

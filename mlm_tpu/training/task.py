@@ -21,6 +21,16 @@ Scores = Dict[str, float]
 # a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
 # beyond its prediction slots); the trainer adds them up and the epoch's log line says how many (describe_left_out)
 TARGETS_LEFT_OUT = "targets_left_out"
+# the settings of masked-LM masking (mlm/masking.py), which the other tasks refuse
+MASKING_SETTINGS = ("mlm_probability", "masking", "mask_replace_prob", "random_replace_prob")
+
+
+def refuse_masking(config, what: str) -> None:
+    """An evaluation (or inspection) of what is not a masked LM (`what`: "runs/x is a T5 model") refuses the masking
+    flags."""
+    for name in MASKING_SETTINGS:
+        if getattr(config, name, None) is not None:
+            raise UserError(f"--{name.replace('_', '-')} is for masked LMs; {what}")
 
 
 def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
@@ -144,6 +154,11 @@ class Task:
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""
         return lambda seed: None
+
+    def masks(self, example: Dict[str, list]) -> Optional[Dict[int, int]]:
+        """For `inspect`: the masked positions of one transformed example (its features as lists), each with the token
+        it hides (None: the task masks nothing)."""
+        return None
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:

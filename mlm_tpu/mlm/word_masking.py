@@ -1,0 +1,107 @@
+"""Which tokens whole-word and span masking mask (masking.py then replaces them, 80/10/10), vectorised over a
+batch in tf.data with static shapes, from draws handed in.
+
+Both mask whole words, read from the tokenizer's own marks (tokenizer/word_starts.py) through a table of one flag
+per id: a token starts a word when its piece says so (▁, Ġ, no ##), when it follows a special token (byte-level BPE
+writes a document's first word after <s> without Ġ), or at the start of the row (a packed row may begin inside a
+word: the row is all the model sees of it). Special tokens and padding are words of their own, never masked.
+
+Both spend a budget per row, as BERT's create_pretraining_data and SpanBERT do: round(mlm_probability x the row's
+maskable tokens), capped at the sparse head's prediction slots (BERT's max_predictions_per_seq caps it so too), so
+a row never masks more than it predicts and the slots never have to leave out part of a word.
+
+- whole-word (BERT's): the row's words are taken in a random order while they fit the budget.
+- span (SpanBERT's): candidate spans are laid over the row's words, each after a gap of at least one word, their
+  lengths in words drawn from SpanBERT's law (geometric, p = 0.2, at most 10 words: mean 3.78); the candidates
+  are taken in a random order while they fit the budget, and the one that crosses it keeps the words that fit.
+  Unlike SpanBERT's code, spans never overlap or touch, so each masked run is one span of the law (but for that
+  last one, and spans cut by a document's end).
+
+Taking units (words or spans) "while they fit" stops at the first that does not (BERT's loop goes on to smaller
+words): a row masks between its budget less a word's pieces and its budget.
+"""
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+SPAN_P = 0.2  # SpanBERT's geometric law of span lengths, in words
+SPAN_MAX_WORDS = 10
+NOT_TAKEN = 2.0  # a priority above every uniform draw: sorted after every unit
+
+
+def span_length_law() -> np.ndarray:
+    """P(a span is l words), l = 1..SPAN_MAX_WORDS: the geometric law truncated and renormalised, as SpanBERT's
+    code draws it (mean 3.78 words, the paper's 3.8)."""
+    weights = SPAN_P * (1 - SPAN_P) ** np.arange(SPAN_MAX_WORDS)
+    return weights / weights.sum()
+
+
+def budget_of(mlm_probability: float, maskable: int) -> int:
+    """Tokens a row of `maskable` tokens masks: round(mlm_probability x maskable), halves up (as `budgets`)."""
+    return math.floor(mlm_probability * maskable + 0.5)
+
+
+def budgets(mlm_probability: float, maskable: tf.Tensor, cap: Optional[int]) -> tf.Tensor:
+    """`budget_of` for every row ([rows] counts of maskable tokens), in float64 as Python computes it, at most `cap`."""
+    budget = tf.cast(tf.floor(tf.cast(maskable, tf.float64) * mlm_probability + 0.5), tf.int32)
+    return budget if cap is None else tf.minimum(budget, cap)
+
+
+def word_numbers(input_ids: tf.Tensor, special: tf.Tensor, starts_word: tf.Tensor) -> tf.Tensor:
+    """[rows, length] int32: the number of each token's word in its row (0 for the first). `starts_word` [vocabulary]
+    bool is the tokenizer's table (word_starts.word_start_table)."""
+    after_special = tf.pad(special[:, :-1], [[0, 0], [1, 0]], constant_values=True)  # the row's first token too
+    starts = tf.gather(starts_word, input_ids) | special | after_special
+    return tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+
+
+def candidate_spans(words: tf.Tensor, length_draws: tf.Tensor, gap_draws: tf.Tensor,
+                    mlm_probability: float) -> Tuple[tf.Tensor, tf.Tensor]:
+    """SpanBERT's spans laid over rows of `words` (word_numbers) [rows, length]: (span, in_span), [rows, length] each:
+    the number of the span a token's word falls in (the unit take_units takes), and whether it falls in one.
+
+    Candidate k is a gap of g_k words then a span of l_k words (l_k from span_length_law, by `length_draws`; g_k >= 1,
+    geometric, by `gap_draws`; the first gap may be 0), both draws [rows, length // 2 + 1] uniform in [0, 1): enough
+    candidates to cover any row. The gaps' mean makes the candidates cover about twice the masking budget's share of
+    words, so the budget picks about half of them (spans can cover at most 79% of a row: mean 3.78 / 4.78)."""
+    law = span_length_law()
+    lengths = 1 + tf.reduce_sum(tf.cast(length_draws[..., None] >= tf.constant(np.cumsum(law)[:-1], tf.float32),
+                                        tf.int32), axis=-1)
+    mean_length = float(np.sum(law * np.arange(1, SPAN_MAX_WORDS + 1)))
+    covered = min(2 * mlm_probability, 1.0)
+    mean_gap = max(1.0, mean_length * (1 - covered) / covered)
+    if mean_gap > 1:  # geometric on 1, 2, ... with that mean, by inversion
+        gaps = 1 + tf.cast(tf.floor(tf.math.log1p(-gap_draws) / math.log1p(-1 / mean_gap)), tf.int32)
+    else:
+        gaps = tf.ones_like(lengths)
+    gaps = tf.concat([gaps[:, :1] - 1, gaps[:, 1:]], axis=1)
+    ends = tf.cumsum(gaps + lengths, axis=1)  # [rows, candidates]: past each candidate's last word
+    span = tf.searchsorted(ends, words, side="right", out_type=tf.int32)  # the candidate a word falls in
+    in_span = words >= tf.gather(ends - lengths, span, batch_dims=1)
+    return span, in_span
+
+
+def take_units(unit: tf.Tensor, maskable: tf.Tensor, words: tf.Tensor, budget: tf.Tensor, cap: Optional[int],
+               priorities: tf.Tensor) -> tf.Tensor:
+    """The tokens masked [rows, length] bool: units (each token's `unit`, a number below length: its word, or its
+    span) taken in the order of their `priorities` [rows, length] (unit u's is priorities[:, u]) while they fit
+    each row's `budget` [rows]; a unit's tokens that are not `maskable` cost nothing and stay unmasked. The unit
+    that crosses the budget keeps its words that fit (a span; a word, being one, keeps none).
+
+    Sorting the tokens by their unit's priority (stably: each unit's tokens stay together, in row order) and
+    counting the maskable ones in that order says how much of the budget each token uses; a word is masked when
+    the count at its last token is within the budget."""
+    rows, length = tf.shape(unit)[0], tf.shape(unit)[1]
+    order = tf.argsort(tf.where(maskable, tf.gather(priorities, unit, batch_dims=1), NOT_TAKEN), axis=1, stable=True)
+    used = tf.cumsum(tf.cast(tf.gather(maskable, order, batch_dims=1), tf.int32), axis=1)
+    used = tf.gather(used, tf.argsort(order, axis=1), batch_dims=1)  # back in row order
+    word_ids = words + tf.range(rows)[:, None] * length
+    ends = tf.gather(tf.math.unsorted_segment_max(used, word_ids, rows * length), word_ids)
+    starts = tf.gather(tf.math.unsorted_segment_min(used, word_ids, rows * length), word_ids) - 1
+    fits = 2 * starts + (ends - starts) <= 2 * budget[:, None]
+    if cap is not None:
+        fits &= ends <= cap
+    return maskable & fits
