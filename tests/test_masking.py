@@ -7,6 +7,7 @@ per span); the masks are a function of (seed, step) alone; the sparse head's slo
 import hashlib
 import re
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -306,3 +307,35 @@ def test_inspect_shows_words_masked_whole_or_in_part(tokenizers):
         part = marked_words(tokenizer, encoding["input_ids"], {word[-1]})
         assert re.search(r" unbeliev[a-z]*⟦[a-z]+⟧ tall ", part) and part.replace("⟦", "").replace("⟧", "") == (
             f"{tokenizer.cls_token} The unbelievably tall tower {stood} {tokenizer.sep_token}"), part
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"masking": "words"}, "--masking must be one of token, whole-word, span, not 'words'"),
+    ({"mask_replace_prob": 0.9, "random_replace_prob": 0.2}, "add up to more than 1"),
+])
+def test_bad_masking_settings_are_one_line_before_anything_loads(settings, message):
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import EvaluationConfig, TrainingConfig
+
+    with pytest.raises(UserError, match=message):
+        make_task("mlm").check(TrainingConfig("t", "o", **settings))
+    with pytest.raises(UserError, match=message):
+        make_task("mlm").prepare_evaluation(EvaluationConfig("m", "e", **settings), None, None, None)
+
+
+def test_a_tokenizer_that_marks_no_words_cannot_mask_whole_words():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.inspection import InspectionConfig
+
+    backend = Tokenizer(models.WordLevel({"[MASK]": 0, "a": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, mask_token="[MASK]", unk_token="[UNK]")
+    task, shards = make_task("mlm"), SimpleNamespace(length=32)
+    task.prepare_inspection(InspectionConfig("d", "t"), tokenizer, shards)  # token masking needs no words
+    with pytest.raises(UserError, match="cannot tell how the tokenizer .* marks word starts"):
+        task.prepare_inspection(InspectionConfig("d", "t", masking="whole-word"), tokenizer, shards)

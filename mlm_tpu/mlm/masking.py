@@ -42,8 +42,9 @@ class Masking:
     @classmethod
     def of(cls, config) -> "Masking":
         """The masking a training, evaluation or inspection config asks for (None: the defaults)."""
-        given = {name: getattr(config, name) for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob")}
-        masking = cls(config.masking or TOKEN, **{name: value for name, value in given.items() if value is not None})
+        given = {name: getattr(config, name) for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob")
+                 if getattr(config, name) is not None}
+        masking = cls(config.masking or TOKEN, **given)
         if masking.mode not in MASKINGS:
             raise UserError(f"--masking must be one of {', '.join(MASKINGS)}, not {masking.mode!r}")
         if masking.mask_replace_prob + masking.random_replace_prob > 1 + 1e-9:
@@ -159,7 +160,7 @@ class MlmMasker:
         word, or its span)."""
         words = word_numbers(input_ids, special, self.starts_word)
         maskable = ~special
-        budget = budgets(self.mlm_probability, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1), None)
+        budget = budgets(self.mlm_probability, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1))
         unit = words
         if self.masking == SPAN:
             candidates = tf.stack([tf.shape(input_ids)[0], tf.shape(input_ids)[1] // 2 + 1])

@@ -2,10 +2,9 @@
 
 The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data (--masking token,
 whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
-validation reports the masked-LM loss over every masked token, its perplexity, and the share of
-masked tokens predicted right, with the dense head on the run's masking, so its figures compare across sparse and
-dense runs (`evaluate --masking token` scores runs of any masking alike);
-the output folder holds the model of the last epoch.
+validation reports the masked-LM loss over every masked token, its perplexity, and the share of masked tokens
+predicted right, with the dense head on the run's masking (so its figures compare across sparse and dense runs;
+`evaluate --masking token` scores runs of any masking alike); the output folder holds the model of the last epoch.
 """
 
 from typing import Callable, Dict, List, Optional
@@ -26,6 +25,7 @@ from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, masked_lm_cost
 from mlm_tpu.training.task import Task, Validation, tokenizer_source
 
+
 class MaskedLmTask(Task):
     shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
@@ -40,6 +40,7 @@ class MaskedLmTask(Task):
 
     def check(self, config) -> None:
         super().check(config)
+        Masking.of(config)  # a bad --masking or replacement split, refused before anything loads
         if config.dense_mlm_head and config.max_predictions_per_seq:
             raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "
                             "predicts at every position: drop one of --dense-mlm-head and --max-predictions-per-seq")
@@ -80,6 +81,7 @@ class MaskedLmTask(Task):
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
+        log(f"Masking: {self.masking.describe()}")
         _check_mask_token(tokenizer, f"--model {config.model}")
         if shards.length > longest_input(model.config):
             raise UserError(f"--eval-dataset holds {shards.length}-token examples, longer than {config.model} takes "

@@ -1,5 +1,5 @@
 """Which tokens whole-word and span masking mask (masking.py then replaces them, 80/10/10), vectorised over a
-batch in tf.data with static shapes, from draws handed in.
+batch in tf.data with static shapes (two sorts of [rows, length], no ragged tensors, no loop), from draws handed in.
 
 Both mask whole words, read from the tokenizer's own marks (tokenizer/word_starts.py) through a table of one flag
 per id: a token starts a word when its piece says so (▁, Ġ, no ##), when it follows a special token (byte-level BPE
@@ -7,18 +7,16 @@ writes a document's first word after <s> without Ġ), or at the start of the row
 word: the row is all the model sees of it). Special tokens and padding are words of their own, never masked.
 
 Both spend a budget per row, as BERT's create_pretraining_data and SpanBERT do: round(mlm_probability x the row's
-maskable tokens), capped at the sparse head's prediction slots (BERT's max_predictions_per_seq caps it so too), so
-a row never masks more than it predicts and the slots never have to leave out part of a word.
+maskable tokens). Units (words, or spans) are taken in a random order while they fit; of the unit that crosses the
+budget, a word is masked when at least half of its pieces fit (so rows mask the budget on average, not less); then
+taking stops. The sparse head's prediction slots cap it (BERT's max_predictions_per_seq caps its budget so too): a
+word that would end beyond them is not masked, so a row never masks more than it predicts and no word is cut.
 
-- whole-word (BERT's): the row's words are taken in a random order while they fit the budget.
+- whole-word (BERT's): the units are the row's words.
 - span (SpanBERT's): candidate spans are laid over the row's words, each after a gap of at least one word, their
-  lengths in words drawn from SpanBERT's law (geometric, p = 0.2, at most 10 words: mean 3.78); the candidates
-  are taken in a random order while they fit the budget, and the one that crosses it keeps the words that fit.
-  Unlike SpanBERT's code, spans never overlap or touch, so each masked run is one span of the law (but for that
-  last one, and spans cut by a document's end).
-
-Taking units (words or spans) "while they fit" stops at the first that does not (BERT's loop goes on to smaller
-words): a row masks between its budget less a word's pieces and its budget.
+  lengths in words drawn from SpanBERT's law (geometric, p = 0.2, at most 10 words: mean 3.80); the span that
+  crosses the budget keeps the words that fit. Unlike SpanBERT's code, spans never overlap or touch, so each masked
+  run of words is one span of the law (but for that one, and spans a special token or the row's end cuts).
 """
 
 import math
@@ -34,7 +32,7 @@ NOT_TAKEN = 2.0  # a priority above every uniform draw: sorted after every unit
 
 def span_length_law() -> np.ndarray:
     """P(a span is l words), l = 1..SPAN_MAX_WORDS: the geometric law truncated and renormalised, as SpanBERT's
-    code draws it (mean 3.78 words, the paper's 3.8)."""
+    code draws it (mean 3.80 words)."""
     weights = SPAN_P * (1 - SPAN_P) ** np.arange(SPAN_MAX_WORDS)
     return weights / weights.sum()
 
@@ -44,10 +42,9 @@ def budget_of(mlm_probability: float, maskable: int) -> int:
     return math.floor(mlm_probability * maskable + 0.5)
 
 
-def budgets(mlm_probability: float, maskable: tf.Tensor, cap: Optional[int]) -> tf.Tensor:
-    """`budget_of` for every row ([rows] counts of maskable tokens), in float64 as Python computes it, at most `cap`."""
-    budget = tf.cast(tf.floor(tf.cast(maskable, tf.float64) * mlm_probability + 0.5), tf.int32)
-    return budget if cap is None else tf.minimum(budget, cap)
+def budgets(mlm_probability: float, maskable: tf.Tensor) -> tf.Tensor:
+    """`budget_of` for every row ([rows] counts of maskable tokens), in float64 as Python computes it."""
+    return tf.cast(tf.floor(tf.cast(maskable, tf.float64) * mlm_probability + 0.5), tf.int32)
 
 
 def word_numbers(input_ids: tf.Tensor, special: tf.Tensor, starts_word: tf.Tensor) -> tf.Tensor:
@@ -66,7 +63,8 @@ def candidate_spans(words: tf.Tensor, length_draws: tf.Tensor, gap_draws: tf.Ten
     Candidate k is a gap of g_k words then a span of l_k words (l_k from span_length_law, by `length_draws`; g_k >= 1,
     geometric, by `gap_draws`; the first gap may be 0), both draws [rows, length // 2 + 1] uniform in [0, 1): enough
     candidates to cover any row. The gaps' mean makes the candidates cover about twice the masking budget's share of
-    words, so the budget picks about half of them (spans can cover at most 79% of a row: mean 3.78 / 4.78)."""
+    words, so the budget takes about half of them, at random (spans cover at most 79% of a row: 3.80 / 4.80 words,
+    so a larger --mlm-probability is not reached)."""
     law = span_length_law()
     lengths = 1 + tf.reduce_sum(tf.cast(length_draws[..., None] >= tf.constant(np.cumsum(law)[:-1], tf.float32),
                                         tf.int32), axis=-1)
@@ -88,12 +86,13 @@ def take_units(unit: tf.Tensor, maskable: tf.Tensor, words: tf.Tensor, budget: t
                priorities: tf.Tensor) -> tf.Tensor:
     """The tokens masked [rows, length] bool: units (each token's `unit`, a number below length: its word, or its
     span) taken in the order of their `priorities` [rows, length] (unit u's is priorities[:, u]) while they fit
-    each row's `budget` [rows]; a unit's tokens that are not `maskable` cost nothing and stay unmasked. The unit
-    that crosses the budget keeps its words that fit (a span; a word, being one, keeps none).
+    each row's `budget` [rows]; a unit's tokens that are not `maskable` cost nothing and stay unmasked. Of the unit
+    that crosses the budget, the words that fit are masked, and the word that crosses it if half of it fits; no
+    word ends beyond `cap` tokens (the prediction slots; None: no cap).
 
     Sorting the tokens by their unit's priority (stably: each unit's tokens stay together, in row order) and
-    counting the maskable ones in that order says how much of the budget each token uses; a word is masked when
-    the count at its last token is within the budget."""
+    counting the maskable ones in that order says how much of the budget each token uses: a word spends from its
+    first token's count less one to its last token's."""
     rows, length = tf.shape(unit)[0], tf.shape(unit)[1]
     order = tf.argsort(tf.where(maskable, tf.gather(priorities, unit, batch_dims=1), NOT_TAKEN), axis=1, stable=True)
     used = tf.cumsum(tf.cast(tf.gather(maskable, order, batch_dims=1), tf.int32), axis=1)
@@ -101,7 +100,7 @@ def take_units(unit: tf.Tensor, maskable: tf.Tensor, words: tf.Tensor, budget: t
     word_ids = words + tf.range(rows)[:, None] * length
     ends = tf.gather(tf.math.unsorted_segment_max(used, word_ids, rows * length), word_ids)
     starts = tf.gather(tf.math.unsorted_segment_min(used, word_ids, rows * length), word_ids) - 1
-    fits = 2 * starts + (ends - starts) <= 2 * budget[:, None]
+    fits = starts + ends <= 2 * budget[:, None]  # its middle within the budget
     if cap is not None:
         fits &= ends <= cap
     return maskable & fits
