@@ -68,11 +68,24 @@ def test_two_cpu_replicas_see_the_same_masks(scores):
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)
 
 
-def test_the_table_form_and_bad_input(trained_mlm, shards, tmp_path):
-    table = evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation")
+def test_the_table_form_whole_word_masks_and_bad_input(scores, trained_mlm, shards, tmp_path):
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.mlm.masking import Masking
+    from mlm_tpu.shards.format import features_of
+    from mlm_tpu.shards.pipeline import evaluation_batches
+    from mlm_tpu.shards.reading import find_shards
+
+    table = evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--masking", "whole-word")
     assert table.returncode == 0, table.stderr[-3000:]
-    assert {"examples", "masked tokens", "loss", "perplexity", "masked accuracy"} <= {
-        line.rsplit(None, 1)[0] for line in table.stdout.splitlines()}
+    figures = dict(line.rsplit(None, 1) for line in table.stdout.splitlines())
+    assert {"examples", "masked tokens", "loss", "perplexity", "masked accuracy"} <= set(figures)
+    tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])  # the masks of --masking whole-word, made here
+    shard_set = find_shards(str(shards / "validation"), "mlm", features_of("mlm", MAX_LENGTH))
+    masker = Masking("whole-word").masker(tokenizer, seed=42)
+    masked = sum(int(np.sum(batch["labels"].numpy() != -100)) for batch in
+                 evaluation_batches(shard_set, 8, masker).take(math.ceil(shard_set.records / 8)))
+    assert int(figures["masked tokens"].replace(",", "")) == masked != scores[0]["masked_tokens"]
     assert_user_error(evaluate("--model", tmp_path, "--eval-dataset", shards / "validation"), "no config.json")
     assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", tmp_path), "no shards")
     assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--max-length", 32),

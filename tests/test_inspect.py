@@ -1,6 +1,7 @@
 """`python -m mlm_tpu.inspect`: a split's first examples as the model receives them, for each kind of split."""
 
 import json
+import re
 
 import pytest
 
@@ -33,9 +34,13 @@ def test_span_corruption_examples_show_sentinels_in_place_of_the_spans(tmp_path,
 @pytest.mark.slow  # runs the commands end to end
 def test_masked_lm_and_text2text_examples():
     masked = inspect("--dataset", FIXTURES / "shards" / "validation", "--tokenizer", FIXTURES / "tokenizer",
-                     "--mlm-probability", 0.5)
+                     "--mlm-probability", 0.5, "--masking", "whole-word")
     assert len(masked) == 3 and all("[MASK]" in example["input_ids"]["text"] for example in masked)
     assert all(example["labels"]["ids"] for example in masked)
+    for example in masked:  # the masks: the positions, and whole words in brackets
+        view = example["masked"]["text"]
+        assert len(example["masked"]["ids"]) == len(example["labels"]["ids"]) and view.count("⟦") >= 2
+        assert re.fullmatch(r"(⟦[^⟦⟧ ]+⟧|[^⟦⟧ ]+)( (⟦[^⟦⟧ ]+⟧|[^⟦⟧ ]+))*", view), view
     pairs = inspect("--dataset", FIXTURES / "t5-shards" / "validation", "--tokenizer", FIXTURES / "t5-tokenizer",
                     "--num-examples", 1)
     assert set(pairs[0]) == {"input_ids", "labels"} and pairs[0]["labels"]["text"].endswith("</s>")

@@ -128,14 +128,16 @@ def test_scores_count_only_the_positions_that_take_a_loss():
 
 @pytest.mark.parametrize("task, kind, setting", [("mlm", MLM, "labels"), ("classification", TEXT2TEXT, "mlm_probability"),
                                                  ("generation", TEXT2TEXT, "max_predictions_per_seq"),
-                                                 ("generation", TEXT2TEXT, "dense_mlm_head")])
+                                                 ("generation", TEXT2TEXT, "dense_mlm_head"),
+                                                 ("classification", TEXT2TEXT, "masking")])
 def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting):
     from mlm_tpu.tasks import make_task
     from mlm_tpu.training.config import TrainingConfig
 
     plug_in = make_task(task)
     assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
-    value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True}
+    value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True,
+             "masking": "span"}
     with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
         plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value[setting]}))
     plug_in.check(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
