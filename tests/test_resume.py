@@ -84,8 +84,9 @@ def killed_twice_then_finished(flags, tmp_path: Path, first: int, second: int) -
 
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_masked_lm_killed_twice_ends_as_the_uninterrupted_run(replicas, shards, wikitext_tokenizer, tmp_path):
+    """With 2 replicas, whole-word masking: its masks too are drawn from (seed, step) alone."""
     uninterrupted = tmp_path / "uninterrupted"
-    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8] if replicas == 2 else []
+    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8, "--masking", "whole-word"] if replicas == 2 else []
     result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
