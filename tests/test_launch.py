@@ -1,13 +1,20 @@
 """What goes wrong before a multi-worker run starts is one line, exit 2, before TensorFlow loads: a malformed
-TF_CONFIG, a port in use (the launcher's and a worker's own), a launch without its command."""
+TF_CONFIG, a port in use (the launcher's and a worker's own), a launch without its command, a misspelt flag; the
+launcher's signals and its end reach every worker."""
 
 import json
+import os
+import re
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from conftest import assert_user_error, run_module, run_train
-
+from conftest import REPO_ROOT, assert_user_error, run_module, run_train
 
 
 def flags(folder):
@@ -69,3 +76,79 @@ def test_launch_help_says_how_it_runs():
     assert result.returncode == 0
     for phrase in ("--workers N", "--port P", "TF_CONFIG", "prefixed with its worker's index"):
         assert phrase in " ".join(result.stdout.split()), phrase
+
+
+def test_a_workers_own_error_line_is_the_launchers(tmp_path):
+    """A misspelt flag fails in every worker, at argparse: the launcher's one line is that error, not an exit code."""
+    result = run_module("mlm_tpu.launch", "--workers", "2", "--", "train", "--learnig-rate", "1e-3",
+                        *map(str, flags(tmp_path)))
+    assert_user_error(result, "error: unrecognized arguments: --learnig-rate 1e-3", "the first to fail")
+
+
+# A stand-in worker (no TensorFlow): it follows its launcher as train's workers do, and stops on SIGTERM as they
+# do (exit 42), leaving a file that says so: after its print, which fails if its output was not taken off the pipe
+# to a launcher that is gone.
+WORKER = """
+import os, signal, sys, time
+from mlm_tpu.training.local_cluster import follow_launcher
+
+def stop(number, frame):
+    print("stopped: stopped at step 1 (SIGTERM)", file=sys.stderr, flush=True)
+    with open(os.path.join(sys.argv[1], f"stopped-{os.getpid()}"), "w") as stream:
+        stream.write("stopped")
+    sys.exit(42)
+
+signal.signal(signal.SIGTERM, stop)
+follow_launcher()
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def start_launcher(folder: Path):
+    """A launcher of two stand-in workers, once both are ready: (launcher, worker pids, its output so far)."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from mlm_tpu.training.local_cluster import launch; "
+                               f"sys.exit(launch([sys.executable, '-c', {WORKER!r}, {str(folder)!r}], 2))"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    lines = []
+    deadline = time.monotonic() + 60
+    while sum(line.endswith("] ready\n") for line in lines) < 2 and time.monotonic() < deadline:
+        lines.append(launcher.stdout.readline())
+    pids = [int(pid) for pid in re.findall(r"Worker \d: process (\d+)", "".join(lines))]
+    assert len(pids) == 2, "".join(lines)
+    return launcher, pids, lines
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_workers_stop_with_a_backup_when_the_launcher_is_killed(tmp_path):
+    """kill -9 leaves the launcher no time to pass anything on: each worker sees it gone and stops as SIGTERM makes
+    it stop, its output going nowhere."""
+    launcher, pids, _ = start_launcher(tmp_path)
+    launcher.kill()
+    launcher.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(running, pids))
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"stopped-{pid}" for pid in pids)
+
+
+def test_sighup_to_the_launcher_stops_every_worker_with_a_backup(tmp_path):
+    """A closed terminal (or dropped ssh session) sends SIGHUP: the workers get SIGTERM and stop, and the launcher
+    says so."""
+    launcher, pids, lines = start_launcher(tmp_path)
+    launcher.send_signal(signal.SIGHUP)
+    output = "".join(lines) + launcher.communicate(timeout=30)[0]
+    assert launcher.returncode == 42, output
+    assert "stopped: every worker saved a backup at the same step and stopped" in output
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"stopped-{pid}" for pid in pids)
+

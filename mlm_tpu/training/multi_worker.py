@@ -31,6 +31,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import Stopped, UserError
+from mlm_tpu.training.local_cluster import follow_launcher
 
 TF_CONFIG = "TF_CONFIG"
 COMMUNICATIONS = ("auto", "ring", "nccl")
@@ -134,7 +135,9 @@ def _check_port_free(cluster: Cluster) -> None:
 
 def check_cluster(hardware) -> Optional[Cluster]:
     """The cluster TF_CONFIG names for training on `hardware` (a HardwareConfig), checked with this worker's port
-    and the flags that go with it, before TensorFlow loads; None for one process alone."""
+    and the flags that go with it, before TensorFlow loads; None for one process alone. A worker `mlm-tpu launch`
+    started begins to watch for the launcher's end here."""
+    follow_launcher()
     cluster = read_cluster() if hardware.tpu is None else None
     if cluster is None:
         return None
