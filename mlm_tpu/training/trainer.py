@@ -37,8 +37,8 @@ from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
-from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
-                                     steps_per_epoch)
+from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, next_per_replica,
+                                     reading_errors, steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
@@ -208,7 +208,7 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
     def train_steps(iterator, steps):
         results = tf.TensorArray(tf.float32, size=steps)
         for index in tf.range(steps):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            per_replica = strategy.run(replica_step, args=(next_per_replica(strategy, iterator),))
             results = results.write(index, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
         return results.stack()
 
