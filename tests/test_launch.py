@@ -1,6 +1,6 @@
 """What goes wrong before a multi-worker run starts is one line, exit 2, before TensorFlow loads: a malformed
 TF_CONFIG, a port in use (the launcher's and a worker's own), a launch without its command, a misspelt flag; the
-launcher's signals and its end reach every worker."""
+launcher's signals and its end reach every worker; the workers agree on the backup they resume from."""
 
 import json
 import os
@@ -9,12 +9,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO_ROOT, assert_user_error, run_module, run_train
+
+from mlm_tpu.errors import UserError
 
 
 def flags(folder):
@@ -152,3 +156,87 @@ def test_sighup_to_the_launcher_stops_every_worker_with_a_backup(tmp_path):
     assert "stopped: every worker saved a backup at the same step and stopped" in output
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"stopped-{pid}" for pid in pids)
 
+
+class SharedStore:
+    """The coordination service's key-value store (set, and get waiting for the key), shared by workers in one
+    process."""
+
+    def __init__(self):
+        self.values, self.changed = {}, threading.Condition()
+
+    def set_config_key_value(self, key, value):
+        with self.changed:
+            self.values[key] = value
+            self.changed.notify_all()
+
+    def get_config_key_value(self, key, timeout_in_ms=0):
+        with self.changed:
+            assert self.changed.wait_for(lambda: key in self.values, timeout_in_ms / 1000), key
+            return self.values[key]
+
+
+def write_backup(folder: Path, step: int, damaged: bool = False) -> None:
+    """A backup of `step` as Backup.save leaves it: its checkpoint file, then step-N.json with the file's size and
+    CRC32 (`damaged`: the file no longer matches them)."""
+    from mlm_tpu.training.backup import FORMAT
+
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint = folder / f"step-{step}.index"
+    checkpoint.write_bytes(b"weights" * step)
+    facts = {"bytes": checkpoint.stat().st_size, "crc32": zlib.crc32(checkpoint.read_bytes())}
+    (folder / f"step-{step}.json").write_text(json.dumps({"format": FORMAT, "step": step, "loop": {}, "settings": None,
+                                                          "setting_changes": [], "files": {checkpoint.name: facts}}))
+    if damaged:
+        checkpoint.write_bytes(b"garbage" * step)
+
+
+def agree(chiefs_view: Path, others_view: Path, wait_seconds: float = 1.0) -> list:
+    """Workers 0 and 1 of one cluster, in two threads, each seeing the backup folder as it is in its view: what each
+    resumes from (a step, or None), or the one line it stops with."""
+    from mlm_tpu.training.multi_worker import Cluster, Worker
+
+    tasks = (("worker", 0, "localhost:1"), ("worker", 1, "localhost:2"))
+    store, outcomes = SharedStore(), [None, None]
+
+    def resume(index: int, view: Path) -> None:
+        try:
+            record = Worker(Cluster(tasks, index), store=store).agreed_backup(str(view), wait_seconds)
+            outcomes[index] = record.step if record else None
+        except UserError as error:
+            outcomes[index] = str(error)
+
+    workers = [threading.Thread(target=resume, args=(index, view)) for index, view in enumerate((chiefs_view,
+                                                                                                 others_view))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    return outcomes
+
+
+def test_every_worker_resumes_from_the_backup_the_chief_chose(tmp_path):
+    """A shared file system's cached metadata may show a worker an older view of the backup folder: it never resumes
+    from another step than the chief; it waits a while for the chief's backup to show, else both stop in one line."""
+    chief, lagging = tmp_path / "chief", tmp_path / "lagging"
+    write_backup(chief, 8)
+    write_backup(lagging, 4)  # the chief has written step 8 and deleted step 4 since
+    outcomes = agree(chief, lagging)
+    assert outcomes[0] == outcomes[1]
+    for phrase in ("worker 1 (localhost:2) cannot see the backup of step 8 that worker 0 (the chief, localhost:1) "
+                   "resumes from, even after 1 s (there is no backup of step 8", "step-8.json is missing",
+                   "NFS attribute cache"):
+        assert phrase in outcomes[1], outcomes[1]
+
+    shows_later = threading.Timer(0.3, write_backup, (lagging, 8))
+    shows_later.start()
+    assert agree(chief, lagging, wait_seconds=20) == [8, 8]
+    shows_later.join()
+
+    nothing = tmp_path / "nothing"  # the chief finds none (the run had finished): a stale view's backup is not used
+    assert agree(nothing, lagging) == [None, None]
+
+    damaged = tmp_path / "damaged"
+    write_backup(damaged, 8, damaged=True)
+    chiefs, others = agree(damaged, lagging)
+    assert "the backup of step 8" in chiefs and "does not match its checksum" in chiefs
+    assert others == f"worker 0 (the chief, localhost:1) failed, so worker 1 (localhost:2) stops too: {chiefs}"

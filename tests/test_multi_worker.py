@@ -15,6 +15,7 @@ bit-identical."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -220,3 +221,24 @@ def test_a_worker_that_cannot_see_the_output_dir_says_so(shards, wikitext_tokeni
                           "worker 1 (localhost:", f"cannot see the --output-dir {tmp_path / 'machine-'}",
                           "shared file system")
     assert os.listdir(tmp_path / "machine-0") == [] and not (tmp_path / "machine-1").exists()
+
+
+def test_a_worker_failing_on_a_corrupt_shard_is_the_one_line_the_launcher_shows(shards, wikitext_tokenizer, tmp_path):
+    """Worker 1 alone reads the second of two shards (two input pipelines): it fails on its corrupt record, and the
+    launcher's line is its own error; worker 0 stops at once quoting it, blaming no crash, promising no backup."""
+    train = tmp_path / "shards"
+    shutil.copytree(shards / "validation", train)
+    os.remove(train / "manifest.json")  # it holds the shards' checksums, which would refuse them before training
+    second = sorted(train.glob("*.tfrecord"))[1]
+    data = bytearray(second.read_bytes())
+    data[len(data) // 8] ^= 0xFF
+    second.write_bytes(bytes(data))
+    flags = mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "out")
+    flags[flags.index("--train-dataset") + 1] = train
+    result = launch(flags, tmp_path / "tmp")
+    line = assert_user_error(result, f"{second.name} is corrupt", "(worker 1, the first to fail; the others stopped "
+                                                                   "with it)")
+    corrupt = line[len("error: "):line.index(" (worker 1, the first to fail")]
+    assert re.search(r"\[worker 0\] error: worker 1 \(localhost:\d+\) failed, so worker 0 \(the chief, "
+                     r"localhost:\d+\) stops too: " + re.escape(corrupt), result.stderr), result.stderr[-3000:]
+    assert "stopped answering" not in result.stderr and "resumes from" not in result.stderr

@@ -42,7 +42,7 @@ from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches,
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
-from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
+from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
@@ -243,7 +243,8 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
-        record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
+        record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
                                fewest_shards(self.train_shards), config.per_replica_batch_size *
                                strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
