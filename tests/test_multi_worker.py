@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -104,22 +105,47 @@ def scratch_folders(tmp: Path) -> list:
     return [name for name in os.listdir(tmp) if name.startswith("mlm-tpu-worker-")]
 
 
+class ScratchWatch:
+    """The names of the files that appear in the workers' temporary folders under `tmp` while it runs (looked at
+    every 10 ms: a worker deletes its folder at its end)."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.seen, self.done = tmp, set(), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.01):
+            for folder in scratch_folders(self.tmp) if self.tmp.is_dir() else ():
+                for _, _, names in os.walk(self.tmp / folder):
+                    self.seen.update(names)
+
+    def __enter__(self) -> "ScratchWatch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def mlm_runs(shards, wikitext_tokenizer, tmp_path_factory):
-    """The masked LM trained by 2 workers x 1 replica, 1 process x 2 replicas and 1 process x 1 replica."""
+    """The masked LM trained by 2 workers x 1 replica (and what they wrote into their temporary folders), 1 process x
+    2 replicas and 1 process x 1 replica."""
     folder = tmp_path_factory.mktemp("mlm-runs")
     tokenizer = wikitext_tokenizer[0]
-    result = launch(mlm_flags(shards, tokenizer, folder / "workers"), folder / "tmp")
+    with ScratchWatch(folder / "tmp") as scratch:
+        result = launch(mlm_flags(shards, tokenizer, folder / "workers"), folder / "tmp")
     assert result.returncode == 0, result.stderr[-3000:]
     for name, more in (("replicas", ["--cpu-replicas", 2]), ("alone", [])):
         per_replica = 8 if more else 16
         single = run_train(*mlm_flags(shards, tokenizer, folder / name, per_replica, *more))
         assert single.returncode == 0, single.stderr[-3000:]
-    return folder, result
+    return folder, result, scratch.seen
 
 
 def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
-    folder, result = mlm_runs
+    folder, result, scratch = mlm_runs
     assert "[worker 0] Training (mlm) on MultiWorkerMirroredStrategy over 2 workers with 2 replica(s): global batch " \
            "16 = 8 per replica x 2, made by 2 input pipelines" in result.stderr
     assert largest_difference(folder / "workers", folder / "replicas") <= 1e-6
@@ -128,6 +154,8 @@ def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
     assert len(losses[0]) == STEPS and all(abs(losses[0][step] - run[step]) < 1e-5 for run in losses[1:]
                                            for step in losses[0])
     assert_only_the_chief_wrote(folder / "workers", folder / "tmp")
+    # worker 1 backed up into its temporary folder (the strategy wants every worker in a backup), but saved no model
+    assert "step-2.json" in scratch and not {"tf_model.h5", "model.safetensors", "config.json"} & scratch, scratch
 
 
 def test_two_workers_train_the_t5_classifier_one_process_trains(quality_shards, t5_data, tmp_path):

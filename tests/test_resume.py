@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, run_train, t5_flags
+from conftest import MAX_LENGTH, REPO_ROOT, assert_user_error, backup_reached, run_train, t5_flags
 
 pytestmark = pytest.mark.slow
 
@@ -82,17 +82,82 @@ def killed_twice_then_finished(flags, tmp_path: Path, first: int, second: int) -
     assert resumed_at(result.stderr) >= second
 
 
-@pytest.mark.parametrize("replicas", [1, 2])
-def test_a_masked_lm_killed_twice_ends_as_the_uninterrupted_run(replicas, shards, wikitext_tokenizer, tmp_path):
-    uninterrupted = tmp_path / "uninterrupted"
-    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8] if replicas == 2 else []
-    result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
+@pytest.fixture(scope="module")
+def uninterrupted_mlm(shards, wikitext_tokenizer, tmp_path_factory):
+    """The masked LM of mlm_flags trained without a stop (one process, one replica)."""
+    output_dir = tmp_path_factory.mktemp("uninterrupted") / "run"
+    result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], output_dir))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
+    assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(output_dir)) == 50
+    return output_dir
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_masked_lm_killed_twice_ends_as_the_uninterrupted_run(replicas, shards, wikitext_tokenizer, tmp_path,
+                                                                 request):
+    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8] if replicas == 2 else []
+    if replicas == 1:
+        uninterrupted = request.getfixturevalue("uninterrupted_mlm")
+    else:
+        uninterrupted = tmp_path / "uninterrupted"
+        result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
 
     resumed = tmp_path / "resumed"
     killed_twice_then_finished(mlm_flags(shards, wikitext_tokenizer[0], resumed, *more), tmp_path, 8, 32)
     assert_same_run(resumed, uninterrupted)
+
+
+# `python train.py` with a Keras callback that sends the process SIGTERM after the last step of epoch 1 (step 25), as
+# a preemption notice may come in just before an epoch's validation and save
+SIGTERM_AT_THE_EPOCHS_END = """
+import os, signal, sys
+from mlm_tpu.cli import run_command
+from mlm_tpu.cli.train import build_config, build_parser
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+import_tensorflow()
+quiet_libraries()
+import tf_keras as keras
+from mlm_tpu.tasks import training_task
+from mlm_tpu.training.trainer import train
+
+class SigtermAtTheEndOfEpoch1(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == 25:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+def main(argv):
+    config = build_config(build_parser("train.py").parse_args(argv))
+    train(config, training_task(config), [SigtermAtTheEndOfEpoch1()])
+
+run_command(main, sys.argv[1:])
+"""
+
+
+def test_a_sigterm_at_an_epochs_end_backs_up_first_and_the_resumed_run_validates_and_saves_that_epoch(
+        uninterrupted_mlm, shards, wikitext_tokenizer, tmp_path):
+    """The backup comes before the epoch's validation and save, which could outlast a preemption's notice; the resumed
+    run does them first, and ends bit for bit as the uninterrupted run, validation scores and all."""
+    from mlm_tpu.training.run_logs import read_scalars
+
+    output_dir = tmp_path / "run"
+    flags = mlm_flags(shards, wikitext_tokenizer[0], output_dir)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    stopped = subprocess.run([sys.executable, "-c", SIGTERM_AT_THE_EPOCHS_END, *map(str, flags)], capture_output=True,
+                             text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert stopped.returncode == 42, stopped.stderr[-3000:]
+    assert "stopped: stopped at step 25 (SIGTERM on the only worker)" in stopped.stderr
+    assert "Epoch 1 training" not in stopped.stderr and not (output_dir / "config.json").exists()
+    assert backup_reached(output_dir, 25)
+
+    finished = run_train(*flags)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert resumed_at(finished.stderr) == 25
+    assert finished.stderr.index("Epoch 1 validation") < finished.stderr.index("Epoch 2 training")
+    assert_same_run(output_dir, uninterrupted_mlm)
+    assert read_scalars(str(output_dir / "logs" / "validation")) == read_scalars(
+        str(uninterrupted_mlm / "logs" / "validation"))
 
 
 def test_a_t5_classifier_killed_twice_ends_as_the_uninterrupted_run_and_keeps_the_same_best_epoch(

@@ -364,9 +364,12 @@ class _Loop:
 
     def train(self, train_steps, iterator, step: int) -> None:
         self.callbacks.on_train_begin()
+        going_on = True
+        if self.state.epoch_steps and self.ends_epoch(step):  # stopped after the epoch's last step, before its end
+            going_on = self.finish_epoch(step, None)
         bar = None
         started = time.perf_counter()
-        while step < self.plan.total_steps:
+        while going_on and step < self.plan.total_steps:
             epoch = step // self.plan.steps_per_epoch
             if bar is None:
                 bar = progress(total=self.plan.steps_per_epoch, initial=step - epoch * self.plan.steps_per_epoch,
@@ -374,6 +377,7 @@ class _Loop:
                 self.callbacks.on_epoch_begin(epoch)
                 started = time.perf_counter()
             length = self.execution_length(step)
+            self.callbacks.on_train_batch_begin(step)  # Keras times a batch from its begin: a user's end hook needs it
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
@@ -383,18 +387,40 @@ class _Loop:
             step += length
             bar.update(length)
             self.callbacks.on_train_batch_end(step - 1, {"loss": float(results[-1, 0])})
-            if step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps:
+            if self.ends_epoch(step):
                 bar.close()
                 bar = None
-                self.end_epoch(epoch, step, time.perf_counter() - started)
-                if self.model.stop_training:  # a user's Keras callback asked to stop
-                    break
-            if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
-                self.save_backup(step)
-                self.stops.stop(step)
-            if step < self.plan.total_steps and self.backup_due(step):
-                self.save_backup(step)
+                # first: the validation and save can outlast the notice a preempted machine gets (about 30 s)
+                self.stop_if_asked(step)
+                going_on = self.finish_epoch(step, time.perf_counter() - started)
+            else:
+                self.between_executions(step)
         self.callbacks.on_train_end()
+
+    def ends_epoch(self, step: int) -> bool:
+        return step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps
+
+    def finish_epoch(self, step: int, seconds: Optional[float]) -> bool:
+        """The end of the epoch that ends at `step`, then what is due between executions; False when a user's Keras
+        callback asked to stop."""
+        self.end_epoch((step - 1) // self.plan.steps_per_epoch, step, seconds)
+        if self.model.stop_training:
+            return False
+        self.between_executions(step)
+        return True
+
+    def between_executions(self, step: int) -> None:
+        """Stop with a backup if any worker was asked to; else back up if one is due."""
+        if step < self.plan.total_steps:
+            self.stop_if_asked(step)
+            if self.backup_due(step):
+                self.save_backup(step)
+
+    def stop_if_asked(self, step: int) -> None:
+        """A backup at `step` and the end of the run, if any worker was sent SIGTERM (all of them agree)."""
+        if self.stops.agreed():
+            self.save_backup(step)
+            self.stops.stop(step)
 
     def save_backup(self, step: int) -> None:
         self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
@@ -428,15 +454,16 @@ class _Loop:
                 self.logs.write(TRAIN, done, {LOSS: state.interval_loss / state.interval_steps})
                 state.interval_loss, state.interval_steps = 0.0, 0
 
-    def end_epoch(self, epoch: int, step: int, seconds: float) -> None:
-        """Validate, then save the model if it is the best so far (or always, without a best metric), then push."""
+    def end_epoch(self, epoch: int, step: int, seconds: Optional[float]) -> None:
+        """Validate, then save the model if it is the best so far (or always, without a best metric), then push.
+        `seconds`: the epoch's training time, None when the run was stopped and resumed right before its end."""
         state, accuracy_name = self.state, self.task.accuracy_name
         training = {LOSS: state.epoch_loss / state.epoch_steps,
                     accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
         examples = state.epoch_steps * self.plan.global_batch_size
+        speed = f", {seconds:.1f} s, {examples / max(seconds, 1e-9):,.0f} examples/s" if seconds is not None else ""
         log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
-            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s, "
-            f"{examples / max(seconds, 1e-9):,.0f} examples/s)")
+            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps{speed})")
         if not self.config.logging_steps:
             self.logs.write(TRAIN, step, {LOSS: training[LOSS]})
         self.logs.write(TRAIN, step, {accuracy_name: training[accuracy_name]})
@@ -467,13 +494,17 @@ class _Loop:
         return True
 
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
-        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
+        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder: the chief's
+        alone to write. Saving reads the weights, which are MirroredVariables (no SyncOnRead variables, such as
+        Keras metrics', whose reading would be a collective every worker must join), so the others skip it."""
+        if not self.worker.is_chief:
+            return
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
         self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores)
-        self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
+        self.task.save_model(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
     def draw_loss_plot(self) -> None:
