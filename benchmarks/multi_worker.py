@@ -10,8 +10,8 @@ Each run is the real `train.py` (tiny RoBERTa by default, WikiText-2 validation,
 batch 16, a loss logged every step). Start-up: from starting the command to the first step's loss in the
 TensorBoard log (imports, forming the cluster, building the model, tracing the step). Steps/s: from the
 TensorBoard wall times of the steps after the first fifth (warm), over the rest. After the last step: from its loss
-to the command's end (the epoch's end, the model's save, the input iterator's deletion, the process' exit), where
-TensorFlow 2.21 used to lose 20-30 s deleting an autotuned input iterator.
+to the command's end (the epoch's end and save, the input iterator's deletion, the processes' exit), where
+TensorFlow 2.21 could lose 20-40 s deleting an autotuned input iterator (see the README).
 Usage: python benchmarks/multi_worker.py [--model-config tiny] [--steps 60]
 """
 
