@@ -110,18 +110,20 @@ time.sleep(120)
 
 
 def start_launcher(folder: Path):
-    """A launcher of two stand-in workers, once both are ready: (launcher, worker pids, its output so far)."""
+    """A launcher of two stand-in workers, once both are ready: (launcher, worker pids, its output lines as they
+    come)."""
     launcher = subprocess.Popen(
         [sys.executable, "-c", "import sys; from mlm_tpu.training.local_cluster import launch; "
                                f"sys.exit(launch([sys.executable, '-c', {WORKER!r}, {str(folder)!r}], 2))"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     lines = []
+    threading.Thread(target=lambda: [lines.append(line) for line in launcher.stdout], daemon=True).start()
     deadline = time.monotonic() + 60
     while sum(line.endswith("] ready\n") for line in lines) < 2 and time.monotonic() < deadline:
-        lines.append(launcher.stdout.readline())
+        time.sleep(0.05)
     pids = [int(pid) for pid in re.findall(r"Worker \d: process (\d+)", "".join(lines))]
-    assert len(pids) == 2, "".join(lines)
+    assert len(pids) == 2 and sum(line.endswith("] ready\n") for line in lines) == 2, "".join(lines)
     return launcher, pids, lines
 
 
@@ -151,7 +153,11 @@ def test_sighup_to_the_launcher_stops_every_worker_with_a_backup(tmp_path):
     says so."""
     launcher, pids, lines = start_launcher(tmp_path)
     launcher.send_signal(signal.SIGHUP)
-    output = "".join(lines) + launcher.communicate(timeout=30)[0]
+    launcher.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while not any(line.startswith("stopped:") for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the last lines, still on their way through the pipe
+    output = "".join(lines)
     assert launcher.returncode == 42, output
     assert "stopped: every worker saved a backup at the same step and stopped" in output
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"stopped-{pid}" for pid in pids)
