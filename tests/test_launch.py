@@ -89,6 +89,28 @@ def test_a_workers_own_error_line_is_the_launchers(tmp_path):
     assert_user_error(result, "error: unrecognized arguments: --learnig-rate 1e-3", "the first to fail")
 
 
+# Stand-in workers: the chief exits at once, quoting worker 1's error as a worker told by the coordination service
+# does; worker 1, the one that failed, exits a second later.
+QUOTING_WORKERS = """
+import json, os, sys, time
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+    print("error: worker 1 (localhost:1) failed, so worker 0 (the chief, localhost:2) stops too: x is corrupt",
+          file=sys.stderr)
+    sys.exit(2)
+time.sleep(1)
+print("error: x is corrupt", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_the_failing_worker_is_named_even_when_another_exits_first_quoting_it():
+    launcher = subprocess.run(
+        [sys.executable, "-c", "import sys; from mlm_tpu.training.local_cluster import launch; "
+                               f"sys.exit(launch([sys.executable, '-c', {QUOTING_WORKERS!r}], 2))"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
+    assert_user_error(launcher, "error: x is corrupt (worker 1, the first to fail; the others stopped with it)")
+
+
 # A stand-in worker (no TensorFlow): it follows its launcher as train's workers do, and stops on SIGTERM as they
 # do (exit 42), leaving a file that says so: after its print, which fails if its output was not taken off the pipe
 # to a launcher that is gone.

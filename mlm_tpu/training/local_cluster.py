@@ -30,6 +30,8 @@ WATCHER = "mlm-tpu-launcher-watch"
 WATCH_SECONDS = 0.5
 # what a worker ends with: our `error:` and `stopped:` lines, and argparse's `<prog>: error: ...` for a bad flag
 LAST_LINE = re.compile(r"(?:[^:\s][^:]*: )?(error|stopped): (.*)")
+# A worker that stops because another failed quotes that one's error; it may exit before the one it quotes.
+QUOTED = re.compile(r"error: worker (\d+) \([^)]*\) failed, so .+? stops too: (.*)")
 
 
 def free_ports(count: int) -> List[int]:
@@ -157,7 +159,10 @@ class LocalCluster:
                                   f"({self._words(failed)}); run the same command again to continue\n")
             return STOPPED_EXIT_CODE
         others = "; the others stopped with it" if len(self.processes) > 1 else ""
-        if failed.last_line.startswith("error:"):  # the worker's own words: a bad flag, a bad file, a value check
+        quoted = QUOTED.fullmatch(failed.last_line)
+        if quoted:  # it exited first, but only passed on the error of the worker it names
+            self._say(sys.stderr, f"error: {quoted.group(2)} (worker {quoted.group(1)}, the first to fail{others})\n")
+        elif failed.last_line.startswith("error:"):  # the worker's own words: a bad flag, a bad file, a value check
             self._say(sys.stderr, f"{failed.last_line} (worker {failed.index}, the first to fail{others})\n")
         else:
             self._say(sys.stderr, f"error: worker {failed.index} failed first ({self._words(failed)}){others}\n")
