@@ -2,12 +2,12 @@
 their ratios to token masking, on real text.
 
 Rows are WikiText-2 validation packed as the shard command packs it (documents framed by their special tokens, cut
-every --length tokens), tokenized by a byte-level BPE tokenizer trained on it (--vocab-size pieces; or --tokenizer),
---batch-size rows a batch. Each mode's masker runs in a tf.function, as tf.data runs it inside its map, with the
-sparse head's default slots. The machine is shared: the modes are timed in alternation, --rounds rounds of --steps
-batches each after a warm-up batch, and the best round of each kept; CPU time of the process (all its threads).
-Usage: python benchmarks/masking.py [--batch-size 256] [--length 128] [--steps 20] [--rounds 3] [--vocab-size 8000]
-       [--tokenizer FOLDER]
+every --length tokens), tokenized by a byte-level BPE tokenizer trained on it (--vocab-size pieces, 8,000; or
+--tokenizer), --batch-size rows a batch. Each mode's masker runs in a tf.function, as tf.data runs it inside its map,
+with the sparse head's default slots. The machine is shared: the modes are timed in alternation, --rounds rounds of
+--steps batches each after a warm-up batch, and the best round of each kept; CPU time of the process (all its
+threads).
+Usage: python benchmarks/masking.py [--length 128] [--batch-size 256] [--steps 20] [--rounds 3] [--tokenizer DIR]
 """
 
 import argparse
@@ -65,7 +65,8 @@ def main() -> None:
                 maskers[mode](tf.constant(step, tf.int64), batches[step % len(batches)])
             best[mode] = min(best[mode], (time.process_time() - start) / args.steps)
     print(f"{len(batches)} batches of {args.batch_size} x {args.length} tokens (WikiText-2 validation, "
-          f"{len(tokenizer):,}-piece {word_starts(tokenizer).family} tokenizer); CPU ms per batch, best of {args.rounds} rounds of {args.steps}")
+          f"{len(tokenizer):,}-piece {word_starts(tokenizer).family} tokenizer); CPU ms per batch, "
+          f"best of {args.rounds} rounds of {args.steps}")
     for mode in MODES:
         print(f"{mode:<11} {best[mode] * 1000:8.1f} ms   {best[mode] / best['token']:5.2f}x token")
 

@@ -80,7 +80,7 @@ def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_the_readme_python_example_runs(tmp_path):
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"### From Python\n.*?```python\n(.*?)```", readme, re.S).group(1)
+    example = re.search(r"## From Python\n.*?```python\n(.*?)```", readme, re.S).group(1)
     result = run_python(example, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "runs" / "api" / "model" / "tf_model.h5").is_file()
