@@ -84,9 +84,9 @@ def keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps, rounds=
     return min(timer.seconds[1:]) / steps
 
 
-def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, forward=None):
+def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, task=None):
     """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution
-    (`forward`: the task's, as make_train_steps takes it)."""
+    (`task`: the plug-in whose outputs, loss weights and counts it computes, as make_train_steps takes it)."""
     import tensorflow as tf
 
     from mlm_tpu.shards.layout import BatchLayout
@@ -96,7 +96,7 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_co
     strategy = tf.distribute.get_strategy()
     layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
     train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout), jit_compile,
-                                   forward)
+                                   task)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
     best = float("inf")

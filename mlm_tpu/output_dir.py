@@ -57,7 +57,8 @@ MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", 
                        "loss.png", "training_args.json", "best_model.json",
                        # a delta-tuning run's adapter folder (mlm_tpu/delta/folder.py): PEFT's or AdapterHub's files
                        "adapter_config.json", "adapter_model.safetensors", "adapter.safetensors",
-                       "mlm_tpu_delta.json"), ("backup", "logs"))
+                       "mlm_tpu_delta.json"),
+                      ("backup", "logs", "generator"))  # generator/: an ELECTRA run's generator (mlm_tpu/electra)
 # Earlier versions wrote no record: a folder without one that holds the marker was made by them, and its
 # entries of the layout count as mlm_tpu's (a README.md only if it is one of mlm_tpu's cards).
 EARLIER_VERSIONS = (("tokenizer_training.json", TOKENIZER_FOLDER), ("training_args.json", MODEL_FOLDER),

@@ -3,6 +3,7 @@
 | task            | shards (`shard --task`) | model                  | validation each epoch                       |
 |-----------------|-------------------------|------------------------|---------------------------------------------|
 | mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
+| electra         | mlm                     | ELECTRA generator and discriminator, from scratch | both models' loss and accuracy, replaced P/R |
 | span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
@@ -13,19 +14,22 @@ This registry sits above the stages and the product lines: the commands (api.py,
 up here and hand it to the trainer, evaluation, inspection or export, which never import a task.
 """
 
+import dataclasses
 import importlib
+import os
 from typing import Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
 
 PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_tpu.training.task.Task
     "mlm": ("mlm_tpu.mlm.task", "MaskedLmTask"),
+    "electra": ("mlm_tpu.electra.task", "ElectraTask"),
     "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
     "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
 }
 TASKS = tuple(PLUG_INS)
-T5_TASKS = tuple(task for task in TASKS if task != "mlm")
+T5_TASKS = ("span-corruption", "classification", "generation")
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:
@@ -61,8 +65,9 @@ def training_task(config):
 
 
 def task_of_saved_model(name_or_path: str) -> str:
-    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation);
-    any other model is a masked LM (loading it will say if it is not). An adapter folder records its base's."""
+    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); an
+    ELECTRA discriminator (ElectraForPreTraining) is electra's; any other model is a masked LM (loading it will say
+    if it is not). An adapter folder records its base's."""
     from types import SimpleNamespace
 
     from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
@@ -75,11 +80,15 @@ def task_of_saved_model(name_or_path: str) -> str:
             return "mlm"
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
-    if model_type(name_or_path) != "t5":
+    kind = model_type(name_or_path)
+    if kind not in ("t5", "electra"):
         return "mlm"
     from transformers import AutoConfig
 
-    return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
+    config = AutoConfig.from_pretrained(name_or_path)
+    if kind == "electra":
+        return "electra" if "ElectraForPreTraining" in (config.architectures or []) else "mlm"
+    return (task_settings(config) or {}).get("task", "generation")
 
 
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
@@ -126,12 +135,23 @@ def export_saved_model(config) -> str:
         return export_merged(config, plug_in_of_saved_model(config.model, config.base_model))
     if config.base_model:
         raise UserError("--base-model goes with --merge (an adapter folder's base); drop it")
-    return export_model(config, plug_in_of_saved_model(config.model))
+    task = plug_in_of_saved_model(config.model)
+    for name in task.companion_folders:  # first, so that the folder's push holds them too
+        companion = os.path.join(config.model, name)
+        if os.path.isfile(os.path.join(companion, "config.json")):
+            export_model(dataclasses.replace(config, model=companion, hub_model_id=None, output_dir=os.path.join(
+                config.output_dir, name) if config.output_dir else None), task)
+    return export_model(config, task)
 
 
-def plug_in_of_split(kind: str):
-    """The plug-in of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS): what
-    inspection shows a split through."""
+def plug_in_of_split(kind: str, task: Optional[str] = None):
+    """The plug-in of `task`, else of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS):
+    what inspection shows a split through."""
+    if task is not None:
+        plug_in = make_task(task)
+        if plug_in.shard_kind != kind:
+            raise UserError(f"--task {task} trains on {plug_in.shard_kind} splits; --dataset is a {kind} split")
+        return plug_in
     for name in TASKS:
         task = make_task(name)
         if task.shard_kind == kind:

@@ -26,7 +26,8 @@ class MaskedLmTask(Task):
     shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model",
+                       "generator_size_ratio", "discriminator_weight")
 
     def __init__(self, name: str):
         super().__init__(name)

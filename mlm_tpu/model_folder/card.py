@@ -22,7 +22,9 @@ FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an expo
 SCORE_NAMES = {"loss": "loss", "perplexity": "perplexity", "masked_accuracy": "masked accuracy",
                "token_accuracy": "token accuracy", "accuracy": "accuracy", "macro_f1": "macro F1",
                "exact_match": "exact match", "f1": "token F1", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2",
-               "rougeL": "ROUGE-L"}
+               "rougeL": "ROUGE-L", "generator_loss": "generator loss", "generator_accuracy": "generator accuracy",
+               "discriminator_loss": "discriminator loss", "discriminator_accuracy": "discriminator accuracy",
+               "replaced_precision": "replaced precision", "replaced_recall": "replaced recall"}
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class CardWords:
     pipeline_tag: str  # what the Hub calls what the model does ("fill-mask", "text2text-generation")
     summary: str  # what the model is ("a masked language model pretrained from scratch")
     widget_text: str  # the Hub widget's example input, written as the model takes it
-    predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict")
+    predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict"; "": it does not)
     labels: Tuple[str, ...] = ()  # a classifier's classes
 
 
@@ -76,11 +78,18 @@ class CardFacts:
                    hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
                    vocab_size=config.vocab_size, **run)
 
+    def about(self, task: DescribesItsModels, model, tokenizer) -> "CardFacts":
+        """The same run's facts about another model it trained (ELECTRA's generator, beside its discriminator)."""
+        return CardFacts.of_model(task, model, tokenizer, **{name: getattr(self, name) for name in _RUN_FACTS})
+
     @property
     def tokens_seen(self) -> Optional[int]:
         if self.steps and self.global_batch_size and self.max_length:
             return self.steps * self.global_batch_size * self.max_length
         return None
+
+
+_RUN_FACTS = ("corpus", "max_length", "steps", "epoch", "global_batch_size", "hardware", "validation")  # the run's
 
 
 def _how_it_was_made(facts: CardFacts) -> List[str]:
@@ -113,13 +122,16 @@ def _usage(facts: CardFacts, name: str) -> List[str]:
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
-        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", "",
-        f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.',
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```",
+        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.'] if words.predict_command
+          else []),
     ]
 
 
 def _score(name: str, value: float) -> str:
-    return {"loss": f"{value:.4f}", "perplexity": f"{value:.2f}"}.get(name, f"{value:.2%}")
+    if name.endswith("loss"):
+        return f"{value:.4f}"
+    return f"{value:.2f}" if name == "perplexity" else f"{value:.2%}"
 
 
 def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:

@@ -42,7 +42,8 @@ class SpanCorruptionTask(Task):
     shard_kind = SPAN_CORRUPTION
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability", "labels", "max_target_length", "max_new_tokens", "metric_for_best_model")
+    unused_settings = ("mlm_probability", "labels", "max_target_length", "max_new_tokens", "metric_for_best_model",
+                       "generator_size_ratio", "discriminator_weight")
 
     def __init__(self, name: str):
         super().__init__(name)

@@ -71,7 +71,7 @@ class Text2TextTask(Task):
     shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability",)
+    unused_settings = ("mlm_probability", "generator_size_ratio", "discriminator_weight")
     packs = True
 
     def __init__(self, name: str):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
@@ -26,12 +27,16 @@ class InspectionConfig:
     num_examples: int = setting(3, low=1, high=1000)
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm: 0.15
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
+    task: Optional[str] = None  # whose transform is shown (None: the first task that trains on the split's kind)
+    model: Optional[str] = None  # --task electra: the output folder whose generator makes the replacements
 
 
-def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], "Task"]) -> List[Dict[str, dict]]:
+def examples_as_fed(config: InspectionConfig,
+                    plug_in_of_split: Callable[[str, Optional[str]], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
-    task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
-    labels show only the positions that take a loss."""
+    task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split),
+    and what the task's model adds to it (ELECTRA's replacements); only the positions that hold a token are shown
+    (labels: those that take a loss), and features that are not token ids (ELECTRA's draws) not at all."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -40,19 +45,22 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
     shards = find_shards(config.dataset, None, None, "--dataset")
     tokenizer = load_tokenizer(config.tokenizer)
     check_tokenizer(shards, tokenizer, "--dataset", f"--tokenizer {config.tokenizer}")
-    task = plug_in_of_split(shards.kind)
+    task = plug_in_of_split(shards.kind, config.task)
+    if bool(config.model) != task.inspects_with_a_model:
+        raise UserError(f"--task {task.name} shows what its trained model adds to the examples: give --model, the "
+                        "--output-dir of its training run" if task.inspects_with_a_model else
+                        f"--task {task.name} shows a split without a model: drop --model")
     task.prepare_inspection(config, tokenizer, shards)
     transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
-    batch = next(iter(evaluation_batches(shards, count, transform, len(tokenizer))))
+    batch = task.inspected(next(iter(evaluation_batches(shards, count, transform, len(tokenizer)))))
     examples = []
     for row in range(count):
         example = {}
         for name, values in batch.items():
-            ids = [int(value) for value in values[row].numpy()]
-            if name == "labels":
-                ids = [value for value in ids if value != IGNORE_INDEX]
-            if name != "attention_mask":
-                example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+            if name == "attention_mask" or not values.dtype.is_integer:
+                continue
+            ids = [int(value) for value in values[row].numpy() if value != IGNORE_INDEX]
+            example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
         examples.append(example)
     return examples

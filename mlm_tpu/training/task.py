@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.card import CardWords
+from mlm_tpu.model_folder.card import CardFacts, CardWords
+from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
 
@@ -50,6 +51,9 @@ class Task:
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
+    # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
+    companion_folders: Tuple[str, ...] = ()
+    inspects_with_a_model: bool = False  # inspection needs a trained model (--model): ELECTRA's generator samples
 
     def __init__(self, name: str):
         self.name = name
@@ -87,12 +91,36 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
+        """The model's outputs on a training batch (packed rows too, for tasks that pack): `.loss`, one mean per term
+        of the loss (a scalar or [1] for tasks of one term), each over the positions `loss_weights` counts for it."""
         return model(**batch, training=training)
+
+    def loss_weights(self, batch: Dict):
+        """[terms]: how many positions of this replica's batch each term of the loss is the mean over, so the trainer
+        weighs the replicas' means into the global batch's, on any number of replicas (default: one term, the
+        positions that take a loss)."""
+        import tensorflow as tf
+
+        return tf.reshape(tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32)), [1])
+
+    def training_counts(self, outputs, batch: Dict):
+        """(hits, scored) of a training batch, whose ratio is the training accuracy the logs show (default: the
+        positions that take a loss, and those whose top logit is the label)."""
+        import tensorflow as tf
+
+        labels = tf.cast(batch["labels"], tf.int32)
+        scored = tf.not_equal(labels, IGNORE_INDEX)
+        right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
+        return tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""
         return lambda seed: None
+
+    def inspected(self, batch: Dict) -> Dict:
+        """A transformed batch as the model reads it, for `python -m mlm_tpu.inspect` (default: as it is; ELECTRA adds
+        what its generator puts in the discriminator's input)."""
+        return batch
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
@@ -102,6 +130,10 @@ class Task:
     def card_words(self, model, tokenizer) -> CardWords:
         """What the model card says of a model of this task (pipeline, summary, widget input, labels)."""
         raise NotImplementedError
+
+    def card_facts(self, model, tokenizer, **run) -> CardFacts:
+        """What the card of the model the trainer trained says, with `run`'s facts (ELECTRA's: its discriminator's)."""
+        return CardFacts.of_model(self, model, tokenizer, **run)
 
     def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""

@@ -1,0 +1,261 @@
+"""`--task electra`: a generator and a discriminator pretrained together by replaced-token detection.
+
+The quick tests build tiny models in this process: the embeddings are one set of variables, replacements follow the
+generator's softmax from draws keyed like the masks, and the loss of two halves of a batch weighted by their tokens
+is the whole batch's (what makes two replicas train as one). The slow ones train for real with `python train.py`: a
+run killed (SIGKILL) and started again ends bit-identical to the uninterrupted run, and resumed on two CPU replicas
+within last bits of it; the discriminator beats calling every token original; both folders load in transformers 5;
+inspect shows the replaced tokens and export writes both folders."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import MAX_LENGTH, run_train
+from test_export import pytorch_python
+from test_resume import resumed_at, step_losses, train_and_kill_after_backup, weights
+
+ROBERTA_INPUT = "The game was released in Japan ."
+
+
+def tiny_pretrainer(hidden_dropout_prob=0.1):
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
+    from transformers import ElectraConfig
+
+    from mlm_tpu.electra.model import ElectraPretrainer
+    from mlm_tpu.electra.presets import generator_config
+
+    discriminator = ElectraConfig(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                                  hidden_dropout_prob=hidden_dropout_prob)
+    return ElectraPretrainer.from_configs(generator_config(discriminator, 0.5), discriminator, 50.0)
+
+
+def test_the_presets_have_the_papers_shapes_and_the_generator_its_share():
+    from mlm_tpu.electra.presets import GENERATOR_SIZE_RATIOS, PRESETS, generator_config, generator_size_ratio
+    from transformers import ElectraConfig
+
+    shapes = {name: (preset["hidden_size"], preset["num_hidden_layers"], preset["num_attention_heads"],
+                     preset["embedding_size"]) for name, preset in PRESETS.items()}
+    assert (shapes["electra-small"], shapes["electra-base"], shapes["electra-large"]) == (
+        (256, 12, 4, 128), (768, 12, 12, 768), (1024, 24, 16, 1024))
+    generators = {name: generator_config(ElectraConfig(**PRESETS[name]), GENERATOR_SIZE_RATIOS[name])
+                  for name in ("electra-small", "electra-base", "electra-large")}
+    # google-research/electra's: hidden x ratio, 4x that in the feed-forward, a head per 64, the same layers
+    assert {name: (config.hidden_size, config.intermediate_size, config.num_attention_heads, config.num_hidden_layers,
+                   config.embedding_size) for name, config in generators.items()} == {
+        "electra-small": (64, 256, 1, 12, 128), "electra-base": (256, 1024, 4, 12, 768),
+        "electra-large": (256, 1024, 4, 24, 1024)}
+    assert generator_config(ElectraConfig(hidden_size=768), 200 / 768).num_attention_heads == 2  # divides 200 (not 3)
+    assert generator_size_ratio("electra-base", 0.5) == 0.5 and generator_size_ratio("my/config.json", None) == 0.25
+
+
+def test_the_generator_reads_and_predicts_through_the_discriminators_embeddings():
+    model = tiny_pretrainer()
+    generator, discriminator = model.generator, model.discriminator
+    shared = {id(weight) for weight in discriminator.electra.embeddings.weights}
+    assert generator.electra.embeddings is discriminator.electra.embeddings
+    assert generator.generator_lm_head.input_embeddings.weight is discriminator.electra.embeddings.weight
+    assert len(shared) == 5  # token, position and type embeddings, and their LayerNorm
+    both = {id(weight) for weight in generator.weights} & {id(weight) for weight in discriminator.weights}
+    assert both == shared
+    assert len(model.trainable_variables) == len(generator.trainable_variables) + len(
+        discriminator.trainable_variables) - 5
+    # each model takes the shared embeddings of 16 to its own width: 32 for the discriminator, the generator's 16 as is
+    assert discriminator.electra.embeddings_project.kernel.shape == (16, 32)
+    assert not hasattr(generator.electra, "embeddings_project")
+
+
+def test_replacements_follow_the_softmax_and_draws_are_keyed_by_seed_and_batch(wikitext_tokenizer):
+    import tensorflow as tf
+
+    from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, sample_from_draws, with_replacement_draws
+    from mlm_tpu.mlm.masking import MlmMasker
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    probabilities = np.array([0.5, 0.0, 0.2, 0.3], np.float32)
+    logits = tf.math.log(tf.constant(probabilities))[None, None, :] * tf.ones([1, 20000, 1])
+    draws = tf.random.stateless_uniform([1, 20000], seed=[1, 2])
+    counts = np.bincount(sample_from_draws(logits, draws).numpy().ravel(), minlength=4) / 20000
+    np.testing.assert_allclose(counts, probabilities, atol=0.01)
+    assert sample_from_draws(logits[:, :2], tf.constant([[0.0, 0.9999]])).numpy().tolist() == [[0, 3]]
+
+    tokenizer = load_tokenizer(str(wikitext_tokenizer[0]))
+    batch = {"input_ids": tf.constant(tokenizer(["a test of the draws"] * 4, padding="max_length", max_length=16)[
+        "input_ids"], tf.int32), "attention_mask": tf.ones([4, 16], tf.int32)}
+
+    def transformed(seed, batch_number):
+        return with_replacement_draws(MlmMasker(tokenizer, 0.3, seed), seed)(tf.constant(batch_number), batch)
+
+    first = transformed(7, 3)
+    masked = MlmMasker(tokenizer, 0.3, 7)(tf.constant(3), batch)
+    assert all(np.array_equal(first[name], masked[name]) for name in masked)  # the masks are the masked LM's
+    assert np.array_equal(first[REPLACEMENT_DRAWS], transformed(7, 3)[REPLACEMENT_DRAWS])
+    for other in (transformed(8, 3), transformed(7, 4)):
+        assert not np.array_equal(first[REPLACEMENT_DRAWS], other[REPLACEMENT_DRAWS])
+
+
+def test_two_halves_weighted_by_their_tokens_make_the_whole_batchs_loss_gradients_and_counts():
+    """What each replica computes, weighted as the trainer weighs it (task.loss_weights), adds up to what one replica
+    computes on the whole batch: so two replicas train as one, within rounding."""
+    import tensorflow as tf
+
+    from mlm_tpu.electra.task import ElectraTask
+
+    model, task = tiny_pretrainer(hidden_dropout_prob=0.0), ElectraTask("electra")
+    rng = np.random.default_rng(0)
+    lengths = np.array([16, 12, 5, 9])  # halves of different real and masked token counts
+    attention = (np.arange(16)[None, :] < lengths[:, None]).astype(np.int32)
+    labels = np.where((rng.random((4, 16)) < 0.3) & (attention > 0), rng.integers(5, 300, (4, 16)), -100)
+    batch = {"input_ids": tf.constant(np.where(labels >= 0, 4, rng.integers(5, 300, (4, 16))) * attention, tf.int32),
+             "attention_mask": tf.constant(attention), "labels": tf.constant(labels, tf.int32),
+             "replacement_draws": tf.random.stateless_uniform([4, 16], seed=[3, 4])}
+
+    def weighted(part, total_weights):
+        with tf.GradientTape() as tape:
+            outputs = task.training_outputs(model, part, False)
+            loss = tf.reduce_sum(outputs.loss * task.loss_weights(part) / total_weights)
+        return loss, tape.gradient(loss, model.trainable_variables), task.training_counts(outputs, part), outputs
+
+    total = task.loss_weights(batch)
+    whole, whole_gradients, whole_counts, outputs = weighted(batch, total)
+    halves = [weighted({name: values[rows] for name, values in batch.items()}, total)
+              for rows in (slice(0, 2), slice(2, 4))]
+    np.testing.assert_allclose(halves[0][0] + halves[1][0], whole, rtol=1e-6)
+    dense = [[tf.convert_to_tensor(gradient).numpy() for gradient in gradients]
+             for gradients in (whole_gradients, halves[0][1], halves[1][1])]
+    scale = max(np.abs(gradient).max() for gradient in dense[0])
+    for gradient, first, second in zip(*dense):
+        np.testing.assert_allclose(first + second, gradient, atol=1e-5 * scale)  # float32 rounding
+    assert [float(a + b) for a, b in zip(halves[0][2], halves[1][2])] == [float(count) for count in whole_counts]
+    assert float(whole_counts[1]) == lengths.sum()  # the discriminator's accuracy counts every real token
+
+    # the discriminator's labels: replaced only where masked and where the sample is not the original token
+    masked = labels >= 0
+    replaced, read = outputs.replaced.numpy(), outputs.discriminator_input_ids.numpy()
+    originals = np.where(masked, labels, batch["input_ids"].numpy())
+    assert not (replaced & ~masked).any() and replaced.any()
+    assert np.array_equal(replaced, read != originals)
+
+
+# --- end to end: python train.py --task electra ---
+
+def electra_flags(shards, tokenizer, output_dir, *more):
+    """A tiny ELECTRA (dropout on), 24 steps of 16 examples, two per execution, a backup every four."""
+    return ["--task", "electra", "--train-dataset", shards / "validation", "--tokenizer", tokenizer, "--max-length",
+            MAX_LENGTH, "--model-config", "electra-tiny", "--learning-rate", "3e-3", "--per-replica-batch-size", 16,
+            "--max-steps", 24, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1,
+            "--output-dir", output_dir, *more]
+
+
+@pytest.fixture(scope="module")
+def electra_runs(shards, wikitext_tokenizer, tmp_path_factory):
+    """The uninterrupted run (validated), a run killed with SIGKILL after its backup of step 4, and that run
+    finished twice: as it was started, and on two CPU replicas of 8 examples (the same global batch)."""
+    folder = tmp_path_factory.mktemp("electra")
+    tokenizer = wikitext_tokenizer[0]
+    uninterrupted = run_train(*electra_flags(shards, tokenizer, folder / "uninterrupted", "--eval-dataset",
+                                             shards / "validation"))
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+    train_and_kill_after_backup(electra_flags(shards, tokenizer, folder / "resumed"), 4, folder / "killed.log")
+    shutil.copytree(folder / "resumed", folder / "on-two-replicas")
+    for name, more in (("resumed", []), ("on-two-replicas", ["--cpu-replicas", 2, "--per-replica-batch-size", 8])):
+        result = run_train(*electra_flags(shards, tokenizer, folder / name), *more)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert resumed_at(result.stderr) >= 4
+        (folder / f"{name}.log").write_text(result.stderr)
+    return folder, uninterrupted
+
+
+def test_a_run_killed_and_started_again_ends_bit_identical_to_the_uninterrupted_one(electra_runs):
+    folder, _ = electra_runs
+    for model in ("", "generator"):  # the discriminator, and the generator in its own folder
+        expected, got = weights(folder / "uninterrupted" / model), weights(folder / "resumed" / model)
+        assert expected.keys() == got.keys() and len(expected) > 30
+        for name, value in expected.items():
+            assert np.array_equal(value, got[name]), name
+    assert step_losses(folder / "resumed") == step_losses(folder / "uninterrupted")
+    assert not (folder / "resumed" / "backup").exists()
+
+
+def test_resumed_on_two_cpu_replicas_it_takes_the_same_steps_as_on_one(electra_runs):
+    """The same examples, masks, draws and dropout, on two replicas: the steps after the resume are those of one
+    replica within rounding. The weights then differ in the last bits, so a draw at the very edge of a token's share
+    of the generator's softmax may pick its neighbour, and the runs go on as two samples of the same run."""
+    folder, _ = electra_runs
+    one, two = step_losses(folder / "uninterrupted"), step_losses(folder / "on-two-replicas")
+    assert one.keys() == two.keys()
+    resumed = [step for step in sorted(one) if step > resumed_at((folder / "on-two-replicas.log").read_text())]
+    assert all(abs(one[step] - two[step]) < 1e-4 for step in resumed[:4]), (one, two)
+    assert all(abs(one[step] - two[step]) < 0.02 * one[step] for step in resumed), (one, two)
+
+
+def test_the_discriminator_learns_to_tell_replaced_tokens_better_than_calling_all_original(electra_runs):
+    folder, run = electra_runs
+    assert "24 steps in all" in run.stderr and "discriminator accuracy" in run.stderr
+    scores = json.loads((folder / "uninterrupted" / ".card_facts.json").read_text())["validation"]
+    assert {"loss", "generator_loss", "generator_accuracy", "discriminator_loss", "discriminator_accuracy",
+            "replaced_precision", "replaced_recall", "replaced_share"} <= set(scores)
+    assert 0.05 < scores["replaced_share"] < 0.2  # ~15% masked, a few sampled right
+    assert scores["discriminator_accuracy"] > 1 - scores["replaced_share"] + 0.005, scores
+    assert scores["replaced_precision"] > 0.5 and scores["replaced_recall"] > 0.05, scores
+    assert scores["loss"] == pytest.approx(scores["generator_loss"] + 50 * scores["discriminator_loss"])
+
+
+def test_the_folder_holds_the_discriminator_and_the_generator_each_loading_in_transformers_5(electra_runs, tmp_path):
+    folder = electra_runs[0] / "uninterrupted"
+    for model, architecture, pipeline_tag in (("", "ElectraForPreTraining", "feature-extraction"),
+                                              ("generator", "ElectraForMaskedLM", "fill-mask")):
+        names = set(os.listdir(folder / model))
+        assert {"tf_model.h5", "model.safetensors", "config.json", "tokenizer.json", "README.md"} <= names
+        assert json.loads((folder / model / "config.json").read_text())["architectures"] == [architecture]
+        assert f"pipeline_tag: {pipeline_tag}" in (folder / model / "README.md").read_text()
+    assert "discriminator accuracy" in (folder / "README.md").read_text()
+    python = pytorch_python()
+    import mlm_tpu  # noqa: F401
+    import transformers
+    from transformers import AutoTokenizer
+
+    for model, architecture in (("", "ElectraForPreTraining"), ("generator", "ElectraForMaskedLM")):
+        inputs = {name: value.numpy() for name, value in
+                  AutoTokenizer.from_pretrained(folder / model)([ROBERTA_INPUT], return_tensors="tf").items()}
+        tf_model = getattr(transformers, f"TF{architecture}").from_pretrained(folder / model, use_safetensors=False)
+        np.savez(tmp_path / "inputs.npz", logits=tf_model(**inputs).logits.numpy(), **inputs)
+        result = subprocess.run([python, str(Path(__file__).parent / "pytorch_check.py"), str(folder / model),
+                                 architecture, str(tmp_path / "inputs.npz")], capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+        assert found["missing"] == [] and found["unexpected"] == [] and found["max_abs_diff"] < 1e-4, found
+
+
+def test_inspect_shows_the_tokens_the_generator_replaced(electra_runs, shards, wikitext_tokenizer):
+    from mlm_tpu.tasks import plug_in_of_split
+    from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
+
+    examples = examples_as_fed(InspectionConfig(str(shards / "validation"), str(wikitext_tokenizer[0]),
+                                                num_examples=4, task="electra",
+                                                model=str(electra_runs[0] / "uninterrupted")), plug_in_of_split)
+    assert set(examples[0]) == {"input_ids", "labels", "discriminator_input_ids", "replaced"}
+    for example in examples:
+        fed, read = example["input_ids"]["ids"], example["discriminator_input_ids"]["ids"]
+        assert len(fed) == len(read) == MAX_LENGTH and "[MASK]" in example["input_ids"]["text"]
+        assert set(example["replaced"]["ids"]) <= set(read) and len(example["replaced"]["ids"]) <= len(
+            example["labels"]["ids"])
+    assert sum(len(example["replaced"]["ids"]) for example in examples) > 0
+
+
+def test_export_writes_both_folders_in_the_pytorch_layout(electra_runs, tmp_path):
+    from mlm_tpu.model_folder.export import ExportConfig
+    from mlm_tpu.tasks import export_saved_model
+
+    folder = electra_runs[0] / "uninterrupted"
+    exported = Path(export_saved_model(ExportConfig(str(folder), output_dir=str(tmp_path / "exported"))))
+    for model in ("", "generator"):
+        assert (exported / model / "model.safetensors").read_bytes() == (folder / model / "model.safetensors").read_bytes()
+        assert (exported / model / "tf_model.h5").is_file() and (exported / model / "README.md").is_file()
