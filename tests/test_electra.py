@@ -4,8 +4,8 @@ The quick tests build tiny models in this process: the embeddings are one set of
 generator's softmax from draws keyed like the masks, and the loss of two halves of a batch weighted by their tokens
 is the whole batch's (what makes two replicas train as one). The slow ones train for real with `python train.py`: a
 run killed (SIGKILL) and started again ends bit-identical to the uninterrupted run, and resumed on two CPU replicas
-within last bits of it; the discriminator beats calling every token original; both folders load in transformers 5;
-inspect shows the replaced tokens and export writes both folders."""
+takes the same steps within rounding; the discriminator beats calling every token original; both folders load in
+transformers 5; inspect shows the replaced tokens and export writes both folders."""
 
 import json
 import os

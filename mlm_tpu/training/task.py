@@ -1,4 +1,5 @@
-"""What a task adds to the trainer: the interface each product line implements (mlm/task.py, t5/*_task.py).
+"""What a task adds to the trainer: the interface each product line implements (mlm/task.py, electra/task.py,
+t5/*_task.py).
 
 The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
 the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it

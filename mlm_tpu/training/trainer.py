@@ -13,7 +13,7 @@ a list of Keras callbacks, and these promises:
   before anything is saved over a good model;
 - `--steps-per-execution` runs that many steps per call into the device, cut short only where an
   epoch ends or a backup is due, so backups fall every `--backup-steps` steps exactly.
-What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.py, t5/).
+What differs between tasks (masked LM, ELECTRA, T5) is in their Task plug-ins (mlm/task.py, electra/task.py, t5/).
 """
 
 import os
