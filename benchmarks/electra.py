@@ -13,7 +13,7 @@ on a shared machine), and ELECTRA's cost relative to the masked LM's.
 per step allow) with `python train.py` and returns its output folder; with --budget-seconds the script runs it for
 both objectives and prints each run's last training figures. The downstream comparison (each folder fine-tuned on
 the offline tasks, median of seeds) is to be added on top of `pretrain`.
-Usage: python benchmarks/electra.py [--model-config electra-small] [--batch-size 16] [--steps 5] [--rounds 2] [--budget-seconds S] [--work DIR]
+Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--budget-seconds S]
 """
 
 import argparse
@@ -148,8 +148,8 @@ def main() -> None:
         print(f"  {'objective':<10}{'steps/s':>9}{'tokens/s':>10}{'CPU s/step':>12}{'parameters':>13}")
         for objective, figures in results.items():
             seconds = figures["seconds_per_step"]
-            print(f"  {objective:<10}{1 / seconds:>9.2f}{tokens / seconds:>10,.0f}{figures['cpu_seconds_per_step']:>12.2f}"
-                  f"{figures['parameters']:>13,}")
+            print(f"  {objective:<10}{1 / seconds:>9.2f}{tokens / seconds:>10,.0f}"
+                  f"{figures['cpu_seconds_per_step']:>12.2f}{figures['parameters']:>13,}")
         mlm, electra = results["mlm"], results["electra"]
         print(f"  ELECTRA / masked LM: {electra['seconds_per_step'] / mlm['seconds_per_step']:.2f}x the wall time of "
               f"a step, {electra['cpu_seconds_per_step'] / mlm['cpu_seconds_per_step']:.2f}x its CPU time")

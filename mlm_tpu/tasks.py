@@ -3,7 +3,8 @@
 | task            | shards (`shard --task`) | model                  | validation each epoch                       |
 |-----------------|-------------------------|------------------------|---------------------------------------------|
 | mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
-| electra         | mlm                     | ELECTRA generator and discriminator, from scratch | both models' loss and accuracy, replaced P/R |
+| electra         | mlm                     | ELECTRA generator and  | both models' loss and accuracy, replaced    |
+|                 |                         | discriminator, scratch | tokens' precision and recall                |
 | span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
@@ -29,7 +30,7 @@ PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_t
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
 }
 TASKS = tuple(PLUG_INS)
-T5_TASKS = ("span-corruption", "classification", "generation")
+T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra"))
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:

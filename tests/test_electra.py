@@ -257,5 +257,6 @@ def test_export_writes_both_folders_in_the_pytorch_layout(electra_runs, tmp_path
     folder = electra_runs[0] / "uninterrupted"
     exported = Path(export_saved_model(ExportConfig(str(folder), output_dir=str(tmp_path / "exported"))))
     for model in ("", "generator"):
-        assert (exported / model / "model.safetensors").read_bytes() == (folder / model / "model.safetensors").read_bytes()
+        written = (exported / model / "model.safetensors").read_bytes()
+        assert written == (folder / model / "model.safetensors").read_bytes()
         assert (exported / model / "tf_model.h5").is_file() and (exported / model / "README.md").is_file()

@@ -47,7 +47,8 @@ def replaced_token_scores(sums: Dict[str, float], discriminator_weight: float) -
     discriminator_loss = _ratio(sums["discriminator_loss"], sums["tokens"])
     return {"tokens": int(sums["tokens"]), "masked_tokens": int(sums["masked_tokens"]),
             "loss": generator_loss + discriminator_weight * discriminator_loss,
-            "generator_loss": generator_loss, "generator_accuracy": _ratio(sums["generator_hits"], sums["masked_tokens"]),
+            "generator_loss": generator_loss,
+            "generator_accuracy": _ratio(sums["generator_hits"], sums["masked_tokens"]),
             "discriminator_loss": discriminator_loss,
             "discriminator_accuracy": _ratio(sums["discriminator_hits"], sums["tokens"]),
             "replaced_precision": _ratio(sums["rightly_called_replaced"], sums["called_replaced"]),

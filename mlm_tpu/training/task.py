@@ -104,14 +104,19 @@ class Task:
 
         return tf.reshape(tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32)), [1])
 
-    def training_counts(self, outputs, batch: Dict):
-        """(hits, scored) of a training batch, whose ratio is the training accuracy the logs show (default: the
-        positions that take a loss, and those whose top logit is the label)."""
+    def training_hits(self, logits, labels):
+        """Where the model's guess is right (bool, the shape of `labels`), for the training accuracy: the argmax."""
         import tensorflow as tf
 
-        labels = tf.cast(batch["labels"], tf.int32)
-        scored = tf.not_equal(labels, IGNORE_INDEX)
-        right = tf.logical_and(scored, tf.equal(tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels))
+        return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
+
+    def training_counts(self, outputs, batch: Dict):
+        """(hits, scored) of a training batch, whose ratio is the training accuracy the logs show (default: the
+        positions that take a loss, and those of them `training_hits` finds right)."""
+        import tensorflow as tf
+
+        scored = tf.not_equal(batch["labels"], IGNORE_INDEX)
+        right = tf.logical_and(scored, self.training_hits(outputs.logits, batch["labels"]))
         return tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
