@@ -172,6 +172,7 @@ def electra_runs(shards, wikitext_tokenizer, tmp_path_factory):
     return folder, uninterrupted
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_a_run_killed_and_started_again_ends_bit_identical_to_the_uninterrupted_one(electra_runs):
     folder, _ = electra_runs
     for model in ("", "generator"):  # the discriminator, and the generator in its own folder
@@ -183,6 +184,7 @@ def test_a_run_killed_and_started_again_ends_bit_identical_to_the_uninterrupted_
     assert not (folder / "resumed" / "backup").exists()
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_resumed_on_two_cpu_replicas_it_takes_the_same_steps_as_on_one(electra_runs):
     """The same examples, masks, draws and dropout, on two replicas: the steps after the resume are those of one
     replica within rounding. The weights then differ in the last bits, so a draw at the very edge of a token's share
@@ -195,6 +197,7 @@ def test_resumed_on_two_cpu_replicas_it_takes_the_same_steps_as_on_one(electra_r
     assert all(abs(one[step] - two[step]) < 0.02 * one[step] for step in resumed), (one, two)
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_the_discriminator_learns_to_tell_replaced_tokens_better_than_calling_all_original(electra_runs):
     folder, run = electra_runs
     assert "24 steps in all" in run.stderr and "discriminator accuracy" in run.stderr
@@ -207,6 +210,7 @@ def test_the_discriminator_learns_to_tell_replaced_tokens_better_than_calling_al
     assert scores["loss"] == pytest.approx(scores["generator_loss"] + 50 * scores["discriminator_loss"])
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_the_folder_holds_the_discriminator_and_the_generator_each_loading_in_transformers_5(electra_runs, tmp_path):
     folder = electra_runs[0] / "uninterrupted"
     for model, architecture, pipeline_tag in (("", "ElectraForPreTraining", "feature-extraction"),
@@ -234,6 +238,7 @@ def test_the_folder_holds_the_discriminator_and_the_generator_each_loading_in_tr
         assert found["missing"] == [] and found["unexpected"] == [] and found["max_abs_diff"] < 1e-4, found
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_inspect_shows_the_tokens_the_generator_replaced(electra_runs, shards, wikitext_tokenizer):
     from mlm_tpu.tasks import plug_in_of_split
     from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
@@ -250,6 +255,7 @@ def test_inspect_shows_the_tokens_the_generator_replaced(electra_runs, shards, w
     assert sum(len(example["replaced"]["ids"]) for example in examples) > 0
 
 
+@pytest.mark.slow  # trains with python train.py (the module's runs)
 def test_export_writes_both_folders_in_the_pytorch_layout(electra_runs, tmp_path):
     from mlm_tpu.model_folder.export import ExportConfig
     from mlm_tpu.tasks import export_saved_model
