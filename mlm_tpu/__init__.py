@@ -22,8 +22,9 @@ from mlm_tpu.errors import UserError  # noqa: E402
 
 __version__ = "0.4.0"
 API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
-       "export_model", "plot_loss")
-__all__ = ["UserError", *API]
+       "predict_text_classification", "predict_token_classification", "fine_tune", "export_model", "plot_loss")
+FINE_TUNING = ("FineTuningProtocol", "FineTuningResult")  # fine_tune's protocol and result (encoder/fine_tuning.py)
+__all__ = ["UserError", *API, *FINE_TUNING]
 
 
 def __getattr__(name: str):
@@ -32,4 +33,8 @@ def __getattr__(name: str):
         from mlm_tpu import api
 
         return getattr(api, name)
+    if name in FINE_TUNING:
+        from mlm_tpu.encoder import fine_tuning
+
+        return getattr(fine_tuning, name)
     raise AttributeError(f"module 'mlm_tpu' has no attribute '{name}'")

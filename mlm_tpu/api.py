@@ -28,7 +28,8 @@ def _config(config_class: type, settings: Dict[str, Any]) -> Any:
 
 
 def train_tokenizer(output_dir: str, **settings) -> str:
-    """Train a Unigram tokenizer and save it in `output_dir` (`python -m mlm_tpu.tokenizer train`).
+    """Train a tokenizer (Unigram, or `algorithm="bpe"` / `"wordpiece"`) and save it in `output_dir`
+    (`python -m mlm_tpu.tokenizer train`).
 
     Examples:
         >>> import mlm_tpu
@@ -129,6 +130,59 @@ def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dic
     return predict(config, saved_model_loader(model, config.base_model, "t5"))
 
 
+def predict_text_classification(model: str, texts: Sequence[str], **settings) -> List[dict]:
+    """An encoder classifier on texts (`python -m mlm_tpu.predict text-classification`): each text's label and every
+    label's probability, or a regression's score; a pair is its two texts separated by a tab."""
+    from mlm_tpu.console import quiet_libraries
+    from mlm_tpu.encoder.prediction import EncoderPredictionConfig, classify_texts
+    from mlm_tpu.tasks import saved_model_loader
+
+    quiet_libraries()
+    config = _config(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
+    return classify_texts(config, saved_model_loader(model, config.base_model, "encoder"))
+
+
+def predict_token_classification(model: str, texts: Sequence[str], **settings) -> List[dict]:
+    """An encoder tagger on texts (`python -m mlm_tpu.predict token-classification`): each word's tag, and the
+    entities the tags make."""
+    from mlm_tpu.console import quiet_libraries
+    from mlm_tpu.encoder.prediction import EncoderPredictionConfig, tag_texts
+    from mlm_tpu.tasks import saved_model_loader
+
+    quiet_libraries()
+    config = _config(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
+    return tag_texts(config, saved_model_loader(model, config.base_model, "encoder"))
+
+
+def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_name_or_path: Optional[str] = None,
+              seed: int = 42, protocol=None, callbacks: Sequence = (), **settings):
+    """Fine-tune an encoder on a task's shards and score it on its validation shards, under one fixed protocol
+    (`FineTuningProtocol`, GLUE-sane's defaults: 5 epochs, lr 4e-5, batch 16, length 128); returns a
+    FineTuningResult (the best epoch's validation scores). The task is the shards' kind (sequence- or
+    token-classification); `model_name_or_path` None with `model_config` and `tokenizer` trains the same head from
+    scratch, the baseline. `settings` are further training settings (they override the protocol's). A run
+    started as a subprocess (`mlm-tpu train --config`, the protocol's `training_settings()` as the file) gives the
+    same result through `FineTuningResult.of_folder(output_dir)`. README: "Fine-tune an encoder" has a worked example;
+    tests/test_encoder.py runs this function on each task.
+    """
+    from mlm_tpu.configuration import check_ranges
+    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.shards.format import ENCODER_KINDS
+    from mlm_tpu.shards.reading import find_shards
+
+    protocol = protocol or FineTuningProtocol()
+    check_ranges(protocol)
+    kind = find_shards(train_dataset, None, None, "--train-dataset").kind
+    if kind not in ENCODER_KINDS:
+        raise UserError(f"--train-dataset {train_dataset} holds {kind} shards; fine-tuning takes "
+                        "sequence-classification or token-classification shards")
+    run = {**protocol.training_settings(), "task": kind, "eval_dataset": eval_dataset,
+           "model_name_or_path": model_name_or_path, "seed": seed, **settings}
+    result = train_model(train_dataset, output_dir, callbacks, **run)
+    return FineTuningResult.of_training(result, kind, seed)
+
+
 def export_model(model: str, **settings) -> str:
     """Add PyTorch-layout weights (model.safetensors) and a model card to a TensorFlow model folder, into
     `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.
@@ -150,11 +204,11 @@ def export_model(model: str, **settings) -> str:
 
 
 def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:
-    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, which the trainer draws at
-    its end: replacing it takes `overwrite`); returns its path.
+    """Draw a run's training and validation loss into a PNG (default: run_dir/loss.png, the run's own plot, redrawn
+    as the trainer draws it; replacing an earlier plot elsewhere takes `overwrite`); returns its path.
 
     Examples:
-        >>> mlm_tpu.plot_loss("runs/api/model", overwrite=True)
+        >>> mlm_tpu.plot_loss("runs/api/model")
         'runs/api/model/loss.png'
     """
     import os

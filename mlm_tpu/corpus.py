@@ -512,14 +512,17 @@ class Corpus:
         if self.documents_read == 0 and not self._part:
             raise self.empty_error()
 
-    def records(self, columns: Sequence[str]) -> Iterator[Record]:
-        """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all."""
+    def records(self, columns: Sequence[str], as_text: bool = True) -> Iterator[Record]:
+        """Every row's values in `columns`, blank or not, up to `--limit`; fails if there is no row at all.
+        Values are text (whole numbers as their digits), or with `as_text=False` as the source holds them
+        (numbers, lists of words or tags), for the callers that check them."""
         self.documents_read = self.characters_read = 0
         for record in itertools.islice(self._records(columns), self._limit):
-            record = record._replace(values=tuple(_as_text(value, column, record.where, integers=True)
-                                                  for value, column in zip(record.values, columns)))
+            if as_text:
+                record = record._replace(values=tuple(_as_text(value, column, record.where, integers=True)
+                                                      for value, column in zip(record.values, columns)))
             self.documents_read += 1
-            self.characters_read += sum(len(value) for value in record.values if value)
+            self.characters_read += sum(len(value) for value in record.values if isinstance(value, (str, list)))
             yield record
         if self.documents_read == 0 and not self._part:
             raise self.empty_error(rows=True)
@@ -537,9 +540,10 @@ class Corpus:
         """
         return _batched(self.documents(), batch_size, skip, size=len)
 
-    def record_batches(self, columns: Sequence[str], batch_size: int, skip: int = 0) -> Iterator[List[Record]]:
-        """`records(columns)` in lists of `batch_size`, after the first `skip` rows (as `batches`)."""
-        return _batched(self.records(columns), batch_size, skip)
+    def record_batches(self, columns: Sequence[str], batch_size: int, skip: int = 0,
+                       as_text: bool = True) -> Iterator[List[Record]]:
+        """`records(columns, as_text)` in lists of `batch_size`, after the first `skip` rows (as `batches`)."""
+        return _batched(self.records(columns, as_text), batch_size, skip)
 
     def name(self) -> str:
         """A short human description, for progress lines and errors."""

@@ -36,3 +36,7 @@ class Stopped(Exception):
 
 
 STOPPED_EXIT_CODE = 42  # what TensorFlow's PreemptionCheckpointHandler exits with: "restart me", to schedulers
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what to do next in its message: commands end with one `interrupted:` line, exit code 130."""

@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import google_crc32c
 
@@ -50,7 +50,7 @@ class Layout:
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "spiece.model")
+                   "spiece.model", "vocab.json", "merges.txt", "vocab.txt")  # the last three: RoBERTa's and BERT's
 TOKENIZER_FOLDER = Layout((*TOKENIZER_FILES, "tokenizer_training.json", "README.md"))
 MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", "tf_model.h5.index.json",
                        "model*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES, "README.md",
@@ -203,21 +203,24 @@ class Record:
 
 
 def check_replacing(where: str, others: Sequence[str], ours: Sequence[str], overwrite: bool,
-                    flag: str = "--output-dir") -> None:
+                    instead: str = "choose another --output-dir") -> None:
     """The rule: refuse to replace `others` (files mlm_tpu did not write) ever, and `ours` without --overwrite;
-    `where` names the folder in the message, `flag` is the one that chooses it."""
+    `where` names the folder in the message, `instead` says what else the user can do (write elsewhere)."""
     if others:
         raise UserError(f"{where} holds {_names(others)}, which mlm_tpu did not write (or which changed since "
-                        f"it did); it never replaces such files, even with --overwrite: move them elsewhere, or choose "
-                        f"another {flag}")
+                        f"it did); it never replaces such files, even with --overwrite: move them elsewhere, or "
+                        f"{instead}")
     if ours and not overwrite:
         raise UserError(f"{where} already holds {_names(ours)} from an earlier mlm_tpu command; pass "
-                        f"--overwrite to replace {'it' if len(ours) == 1 else 'them'}, or choose another {flag}")
+                        f"--overwrite to replace {'it' if len(ours) == 1 else 'them'}, or {instead}")
 
 
-def check_output_dir(path: str, names: Iterable[str], overwrite: bool, flag: str = "--output-dir") -> None:
-    """Before the slow work: refuse a destination that is a file, or one holding files that the command would
-    replace (those matching `names`, fnmatch patterns) against the rule (see `check_replacing`)."""
+def check_output_dir(path: str, names: Iterable[str], overwrite: bool, flag: str = "--output-dir",
+                     where: Optional[str] = None, instead: Optional[str] = None) -> None:
+    """Before the slow work (after what the command reads is checked): refuse a destination that is a file, or one
+    holding files that the command would replace (those matching `names`, fnmatch patterns) against the rule (see
+    `check_replacing`). `flag` chooses the folder; `where` names it as the user gave it, when that is not `flag`
+    (export in place: --model), and `instead` then says what else to do."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"{flag} '{path}' is a file, not a folder; choose another {flag}")
     if not os.path.isdir(path):
@@ -225,7 +228,21 @@ def check_output_dir(path: str, names: Iterable[str], overwrite: bool, flag: str
     patterns = tuple(names)
     present = [name for name in sorted(os.listdir(path)) if _matches(name, patterns)]
     others = Record(path).others(present)
-    check_replacing(f"{flag} {path}", others, [name for name in present if name not in others], overwrite, flag)
+    check_replacing(where or f"{flag} {path}", others, [name for name in present if name not in others], overwrite,
+                    instead or f"choose another {flag}")
+
+
+def _umask() -> int:
+    umask = os.umask(0o077)  # reading it means setting one: a private one, for that instant
+    os.umask(umask)
+    return umask
+
+
+def give_umask_mode(path: str) -> None:
+    """Give a file about to be published the mode the umask gives new files (0666 less the umask), as every other
+    file of its folder has: mkstemp, and the writers built on it (safetensors' save_file), make private ones
+    (0600), which a team's shared folder or a web server cannot read, and a rename keeps the mode."""
+    os.chmod(path, 0o666 & ~_umask())
 
 
 @contextlib.contextmanager
@@ -237,7 +254,7 @@ def _written_beside(path: str, data: bytes) -> Iterator[str]:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(data)
-        os.chmod(temporary, 0o644)
+        give_umask_mode(temporary)
         yield temporary
     except OSError as error:
         raise UserError(f"cannot write {path}: {error.strerror or error}") from None
@@ -275,14 +292,15 @@ def staged_output_dir(path: str, folders: Sequence[str] = ()) -> Iterator[str]:
     try:
         os.makedirs(parent, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)  # mkdtemp's private 0700 would stick to the result
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp's private 0700 would stick to the result
     except OSError as error:
         raise UserError(f"cannot write in '{parent}': {error.strerror or error}") from None
     try:
         yield staging
         names = sorted(os.listdir(staging))
+        for name in names:
+            if os.path.isfile(os.path.join(staging, name)):
+                give_umask_mode(os.path.join(staging, name))
         if not os.path.exists(path):
             record = Record(staging, recognise=False)
             record.files = {name: [_state(os.path.join(staging, name))] for name in names}

@@ -8,6 +8,10 @@
 | span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
+| sequence-       | sequence-classification | any encoder (BERT,     | accuracy, macro F1, Matthews correlation;   |
+|  classification |                         |  RoBERTa, ELECTRA...)  |  Pearson, Spearman (regression)             |
+| token-          | token-classification    | any encoder            | entity precision/recall/F1 (seqeval)        |
+|  classification |                         |                        |                                             |
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
 
@@ -28,9 +32,14 @@ PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_t
     "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
     "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
+    "sequence-classification": ("mlm_tpu.encoder.task", "SequenceClassificationTask"),
+    "token-classification": ("mlm_tpu.encoder.task", "TokenClassificationTask"),
 }
 TASKS = tuple(PLUG_INS)
-T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra"))
+ENCODER_TASKS = ("sequence-classification", "token-classification")
+T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCODER_TASKS))
+HEADS = {"ElectraForPreTraining": "electra", "ForSequenceClassification": "sequence-classification",
+         "ForTokenClassification": "token-classification"}  # how a saved model's architecture ends -> its task
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:
@@ -66,9 +75,10 @@ def training_task(config):
 
 
 def task_of_saved_model(name_or_path: str) -> str:
-    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); an
-    ELECTRA discriminator (ElectraForPreTraining) is electra's; any other model is a masked LM (loading it will say
-    if it is not). An adapter folder records its base's."""
+    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); other
+    models' heads say (RobertaForSequenceClassification: sequence-classification; an ELECTRA discriminator,
+    ElectraForPreTraining: electra); any other model is a masked LM (loading it will say if it is not). An adapter
+    folder records its base's."""
     from types import SimpleNamespace
 
     from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
@@ -81,15 +91,23 @@ def task_of_saved_model(name_or_path: str) -> str:
             return "mlm"
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
-    kind = model_type(name_or_path)
-    if kind not in ("t5", "electra"):
-        return "mlm"
+    if model_type(name_or_path) != "t5":
+        return task_of_head(name_or_path) or "mlm"
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(name_or_path)
-    if kind == "electra":
-        return "electra" if "ElectraForPreTraining" in (config.architectures or []) else "mlm"
-    return (task_settings(config) or {}).get("task", "generation")
+    return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
+
+
+def task_of_head(name_or_path: str) -> Optional[str]:
+    """The task of a saved model's head (from its config's architectures: HEADS), or None."""
+    from transformers import AutoConfig
+
+    try:
+        architectures = AutoConfig.from_pretrained(name_or_path).architectures or []
+    except (OSError, ValueError):
+        return None
+    return next((task for suffix, task in HEADS.items() for name in architectures[:1]
+                 if name.endswith(suffix)), None)
 
 
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
@@ -109,14 +127,17 @@ def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
 
 
 def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str):
-    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text): None (as any saved model)
-    unless it is an adapter folder, whose plug-in loads it onto its base; an adapter for the other family is
-    refused, as its models are."""
+    """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text, "encoder" for text- and
+    token-classification): None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
+    base; an adapter for another family is refused, as its models are."""
     from mlm_tpu.delta.folder import is_adapter_folder
 
     task = plug_in_of_saved_model(name_or_path, base_model)
     if not is_adapter_folder(name_or_path):
         return None
+    if (task.name in ENCODER_TASKS) != (family == "encoder"):
+        raise UserError(f"--model {name_or_path} is an adapter for a {task.name} model; run it with the predict "
+                        "command of that task")
     if (task.name == "mlm") != (family == "mlm"):
         other = "`predict text2text`" if family == "mlm" else "`predict` (fill-mask)"
         raise UserError(f"--model {name_or_path} is an adapter for a {'T5' if family == 'mlm' else 'masked-LM'} "

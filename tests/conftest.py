@@ -1,6 +1,7 @@
 """Shared fixtures: the real WikiText text from ../shared, and running our commands for real."""
 
 import csv
+import importlib.util
 import json
 import os
 import random
@@ -19,11 +20,31 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WIKITEXT_VALID = REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory) -> Path:
+    """mlm_tpu's cache folder (--pack's counts) in the session's temporary folder, for every command the tests run,
+    instead of the user's ~/.cache."""
+    folder = tmp_path_factory.mktemp("mlm-tpu-cache")
+    os.environ["MLM_TPU_CACHE"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def wikitext_path() -> Path:
     if not WIKITEXT_VALID.is_file():
         pytest.skip(f"real text not found: {WIKITEXT_VALID} (the project's ../shared folder is absent)")
     return WIKITEXT_VALID
+
+
+def pytorch_python() -> str:
+    """A Python with torch and transformers: MLM_TPU_PYTORCH_PYTHON (say, a venv with transformers 5), or this one."""
+    configured = os.environ.get("MLM_TPU_PYTORCH_PYTHON")
+    if configured:
+        return configured
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed here (the project needs none); set MLM_TPU_PYTORCH_PYTHON to a Python "
+                    "with torch and transformers 5 to run this check")
+    return sys.executable
 
 
 def run_module(module: str, *args: str, env_overrides=None, stdin: str = "") -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_user_error, run_train
+from mlm_tpu.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
 
@@ -67,6 +68,36 @@ def test_t5s_rsqrt_schedule_and_its_defaults():
     for step in (0, 1, 9_999, 10_000, 40_000, 1_000_000):
         assert float(schedule(step)) == pytest.approx(1 / np.sqrt(max(step, 10_000)), rel=1e-6)
     assert with_schedule_defaults(TrainingConfig("shards", "out")).learning_rate == 1e-4  # linear, as before
+
+
+def test_t5xs_base_learning_rate_gives_t5xs_rates_and_a_t5x_base_given_as_a_peak_is_refused():
+    """T5X's pretrain.gin: factors 'constant * rsqrt_decay', base_learning_rate 1.0, warmup_steps 10000, i.e. the
+    rate base / sqrt(max(step, warm-up)). --base-learning-rate takes that meaning; --learning-rate 1.0 with rsqrt
+    (a peak 100 times T5's) is refused with the fix; a run's training_args.json, which records both, replays."""
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.optimizers import InverseSquareRoot, with_schedule_defaults
+
+    def t5x_rate(step, base, warmup):  # t5x.utils.create_learning_rate_scheduler's step_fn for those factors
+        return base * 1 / np.sqrt(np.maximum(step, warmup))
+
+    for base, warmup in ((1.0, None), (2.0, 1_000)):
+        config = with_schedule_defaults(TrainingConfig("shards", "out", lr_schedule="rsqrt", base_learning_rate=base,
+                                                       warmup_steps=warmup))
+        steps = np.array([0, 1, 999, 1_000, 9_999, 10_000, 40_000, 1_000_000])
+        rates = InverseSquareRoot(config.learning_rate, config.warmup_steps)(steps).numpy()
+        np.testing.assert_allclose(rates, t5x_rate(steps, base, warmup or 10_000), rtol=1e-6)
+        assert with_schedule_defaults(config) == config  # replayed from training_args.json: both agree
+    assert config.learning_rate == pytest.approx(2 / np.sqrt(1000))
+    refusals = {
+        ("rsqrt", 1.0, None): ["--learning-rate 1 is its peak", "100 times T5's 0.01", "--base-learning-rate 1"],
+        ("rsqrt", 0.01, 2.0): ["--learning-rate 0.01 (the peak) and --base-learning-rate 2", "0.02"],
+        ("linear", None, 1.0): ["--base-learning-rate is T5X's base of --lr-schedule rsqrt", "--learning-rate"]}
+    for (schedule, peak, base), phrases in refusals.items():
+        with pytest.raises(UserError) as refused:
+            with_schedule_defaults(TrainingConfig("shards", "out", lr_schedule=schedule, learning_rate=peak,
+                                                  base_learning_rate=base))
+        assert all(phrase in str(refused.value) for phrase in phrases) and "\n" not in str(refused.value), refused
+    assert with_schedule_defaults(TrainingConfig("s", "o", lr_schedule="rsqrt", learning_rate=0.1)).learning_rate == 0.1
 
 
 @pytest.mark.parametrize("schedule", ["linear", "rsqrt"])

@@ -146,6 +146,39 @@ def vocab_size_abort(inputs):
             "--output-dir", str(inputs.tmp / "tok")]
 
 
+@row("tokenizer", "--template t5", "--algorithm unigram", "--algorithm bpe takes --template mlm", absent=("tok",))
+def t5_template_with_byte_level_bpe(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe", "--template",
+            "t5"]
+
+
+@row("tokenizer", "--byte-fallback", "byte-level already", absent=("tok",))
+def byte_fallback_with_byte_level_bpe(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe",
+            "--byte-fallback"]
+
+
+@row("tokenizer", "--byte-fallback", "wordpiece", "no byte pieces", absent=("tok",))
+def byte_fallback_with_wordpiece(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "wordpiece",
+            "--byte-fallback"]
+
+
+@row("tokenizer", "--template t5", "--lowercase", "transformers 5", absent=("tok",))
+def t5_template_lowercased(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--template", "t5", "--lowercase"]
+
+
+@row("tokenizer", "--vocab-size 200", "256 bytes", "at least 262", absent=("tok",))
+def byte_level_bpe_vocabulary_smaller_than_its_bytes(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--algorithm", "bpe"]
+
+
+@row("tokenizer", "--vocab-size 200", "256 byte pieces", "at least 262", absent=("tok",))
+def byte_fallback_vocabulary_smaller_than_its_bytes(inputs):
+    return [*tokenizer_flags(inputs, str(text_file(inputs, "c.txt", "a b c\n"))), "--byte-fallback"]
+
+
 @row("tokenizer", exit_code=0)
 def csv_cell_over_128_kb(inputs):
     path = inputs.tmp / "big.csv"
@@ -284,6 +317,17 @@ def shard_on_dataflow_from_a_local_tokenizer(inputs):
             "gs://bucket/tmp"]
 
 
+@row("shard", "--text-files", "on this machine", "flink's workers", "gs://", "LOOPBACK", absent=("out",))
+def shard_on_a_flink_cluster_from_local_files(inputs):
+    return ["--tokenizer", "gs://bucket/tokenizer", "--text-files", str(text_file(inputs, "c.txt", "some text\n")),
+            "--output-dir", "gs://bucket/shards", "--runner", "flink", "--flink_master", "flink.example.com:8081"]
+
+
+@row("shard", "--direct_num_workers is an Apache Beam pipeline option", "--runner", absent=("out",))
+def shard_beam_options_without_a_runner(inputs):
+    return shard_flags(inputs, "--builtin-corpus", "pydoc-topics", *FN_API[4:])
+
+
 @row("shard", "rows.jsonl row 3", "target column 'label' is empty", slow=True, absent=("out/train/manifest.json",))
 def shard_with_beam_a_bad_row_read_on_a_worker(inputs):
     rows = [{"text": f"question {number}", "label": "" if number == 3 else "yes"} for number in range(1, 50)]
@@ -314,6 +358,11 @@ def learning_rate_negative(inputs):
     return train_flags(inputs, None, "--learning-rate", "-1")
 
 
+@row("train", "--lr-schedule rsqrt --learning-rate 1 is its peak", "--base-learning-rate 1", absent=("model",))
+def t5x_base_learning_rate_given_as_the_peak(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")
+
+
 @row("train", "is a file", absent=("model/training_args.json",))
 def output_dir_is_a_file(inputs):
     text_file(inputs, "model", "not a folder")
@@ -338,6 +387,13 @@ def read_only_output_folder(inputs):
 
 @row("train", "manifest", "not valid JSON", absent=("model",))
 def train_on_invalid_manifest(inputs):
+    return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
+
+
+@row("train", "manifest", "not valid JSON", kept=("model",), absent=("model/training_args.json",))
+def train_on_invalid_manifest_into_a_folder_with_the_users_readme(inputs):
+    """What it reads is checked before where it writes: the damaged manifest, not the README.md in the way."""
+    text_file(inputs, "model/README.md", "# notes on the run I plan\n")
     return train_flags(inputs, damaged_manifest(inputs, inputs.shards / "train", "bad-manifest"))
 
 
@@ -441,6 +497,41 @@ def delta_on_a_model_type_it_does_not_support(inputs):
     return delta_flags(inputs, "prefix", base="roberta")
 
 
+@row("train", "error: --model-name-or-path 'runs/modle'", "neither a model folder here nor", absent=("adapter",))
+def delta_on_a_misspelt_base_folder(inputs):
+    """Named by the flag the user gave, not by --tokenizer, whose default comes from the base."""
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = "runs/modle"
+    return flags
+
+
+@row("train", "error: --model-name-or-path", "holds no tokenizer", absent=("adapter",))
+def delta_on_a_base_folder_without_its_tokenizer(inputs):
+    base = inputs.copy(FIXTURES / "roberta", "base")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (base / name).unlink()
+    flags = delta_flags(inputs, "lora", base="roberta")
+    flags[flags.index("--model-name-or-path") + 1] = str(base)
+    return flags
+
+
+def t5_task_on_a_roberta(inputs: Inputs, *delta: str) -> List[str]:
+    return ["--task", "generation", *delta, "--model-name-or-path", str(FIXTURES / "roberta"), "--tokenizer",
+            str(FIXTURES / "t5-classifier"), "--train-dataset", str(FIXTURES / "t5-shards" / "train"),
+            "--per-replica-batch-size", "4", "--max-steps", "1", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def delta_of_a_t5_task_on_a_roberta(inputs):
+    """Checked before anything is built: transformers would build a T5 from the RoBERTa's config."""
+    return t5_task_on_a_roberta(inputs, "--delta", "lora")
+
+
+@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+def t5_task_fine_tuning_a_roberta(inputs):
+    return t5_task_on_a_roberta(inputs)
+
+
 @row("train", "--lora-targets query", "matches no layer of this t5 model", absent=("adapter",))
 def lora_targets_matching_no_layer(inputs):
     return delta_flags(inputs, "lora", "--lora-targets", "query")
@@ -476,6 +567,20 @@ def evaluate_an_adapter_whose_base_is_missing(inputs):
 @row("export", "for the base model", "gone-base", "not there", "--base-model", absent=("merged",))
 def merge_an_adapter_whose_base_is_missing(inputs):
     folder = adapter_folder(inputs, "ia3", str(inputs.tmp / "gone-base"))
+    return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
+
+
+@row("export", "adapter_model.safetensors is not a readable safetensors file", "cut short", kept=("lora-adapter",
+                                                                                                  "merged"))
+def merge_an_adapter_whose_weights_are_cut_short(inputs):
+    """Named before the output folder (holding the user's README.md) is checked: what it reads comes first."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder = adapter_folder(inputs, "lora", str(FIXTURES / "t5-classifier"))
+    save_file({"lora_A": np.zeros((8, 64), np.float32)}, str(folder / "adapter_model.safetensors"))
+    (folder / "adapter_model.safetensors").write_bytes((folder / "adapter_model.safetensors").read_bytes()[:-100])
+    text_file(inputs, "merged/README.md", "# my notes\n")
     return ["--model", str(folder), "--merge", "--output-dir", str(inputs.tmp / "merged")]
 
 
@@ -567,6 +672,13 @@ def tokenizer_over_an_earlier_tokenizer(inputs):
     return tokenizer_flags(inputs, a_corpus(inputs))
 
 
+@row("tokenizer", "--text-files", "missing.txt", kept=("tok",))
+def tokenizer_of_a_missing_corpus_over_an_earlier_tokenizer(inputs):
+    """What it reads is checked before where it writes: the missing corpus, not the tokenizer already there."""
+    inputs.copy(inputs.tokenizer, "tok")
+    return tokenizer_flags(inputs, str(inputs.tmp / "missing.txt"))
+
+
 @row("tokenizer", "tokenizer_config.json", "changed since", kept=("tok",))
 def tokenizer_over_one_the_user_edited(inputs):
     config = inputs.copy(inputs.tokenizer, "tok") / "tokenizer_config.json"
@@ -610,12 +722,39 @@ def export_in_place_over_the_users_readme(inputs):
     return ["--model", str(model), "--overwrite"]
 
 
+def exported_before(inputs: Inputs, name: str) -> Path:
+    """A copy of a model folder as an earlier export (or the trainer) left it: weights and card beside it."""
+    exported = inputs.copy(FIXTURES / "roberta", name)
+    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
+    text_file(inputs, f"{name}/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
+    return exported
+
+
 @row("export", "already holds", "README.md", "--overwrite", kept=("exported",))
 def export_over_an_earlier_export(inputs):
-    exported = inputs.copy(FIXTURES / "roberta", "exported")
-    (exported / "model.safetensors").write_bytes(b"weights an earlier export wrote")
-    text_file(inputs, "exported/README.md", "---\nlibrary_name: transformers\n---\nA model, trained with mlm_tpu.\n")
-    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported)]
+    return ["--model", str(FIXTURES / "roberta"), "--output-dir", str(exported_before(inputs, "exported"))]
+
+
+@row("export", "error: --model ", "already holds", "model.safetensors", "--overwrite", "give an --output-dir",
+     kept=("model",))
+def export_in_place_over_an_earlier_export(inputs):
+    """In place, the folder is named by the flag the user gave: --model, not --output-dir."""
+    return ["--model", str(exported_before(inputs, "model"))]
+
+
+@row("export", "error: --model ", "tf_model.h5", "cut short", kept=("model",))
+def export_in_place_a_model_whose_weights_are_cut_short(inputs):
+    """What it reads is checked before where it writes: the damaged weights are named, not the earlier export."""
+    model = exported_before(inputs, "model")
+    (model / "tf_model.h5").write_bytes((model / "tf_model.h5").read_bytes()[:50_000])
+    return ["--model", str(model)]
+
+
+@row("plot", "the run folder", "loss.png", "did not write", kept=("run",))
+def plot_over_the_users_loss_png(inputs):
+    run = earlier_plot(inputs)
+    text_file(inputs, "run/loss.png", "my own picture, drawn over the trainer's")
+    return [str(run)]
 
 
 @row("plot", "figure.png", "did not write", "even with --overwrite", kept=("run",))
@@ -625,13 +764,41 @@ def plot_over_the_users_picture(inputs):
     return [str(run), "--output", str(run / "figure.png"), "--overwrite"]
 
 
-@row("plot", "already holds", "loss.png", "--overwrite", kept=("run",))
-def plot_over_its_earlier_plot(inputs):
+def earlier_plot(inputs: Inputs, name: str = "loss.png") -> Path:
+    """A copy of a run, with the plot mlm_tpu drew at `name` in it (the trainer's is loss.png)."""
     from mlm_tpu.training.loss_plot import plot_losses
 
     run = inputs.copy(FIXTURES / "roberta", "run")
-    plot_losses(str(run), str(run / "loss.png"))
-    return [str(run)]
+    plot_losses(str(run), str(run / name), overwrite=True)
+    return run
+
+
+def _redrawn(inputs: Inputs, stdout: str) -> None:
+    from mlm_tpu.output_dir import Record
+
+    plot = inputs.tmp / "run" / "loss.png"
+    assert f"written to {plot}" in stdout, stdout
+    assert plot.read_bytes().startswith(b"\x89PNG") and Record(str(plot.parent)).owns("loss.png")
+
+
+@row("plot", exit_code=0, check=_redrawn)
+def plot_redraws_the_runs_own_plot(inputs):
+    """Redrawing RUN_DIR/loss.png, which the trainer draws, is what plot is for: no --overwrite."""
+    return [str(earlier_plot(inputs))]
+
+
+@row("plot", "--output", "already holds", "figure.png", "--overwrite", kept=("run",))
+def plot_over_its_earlier_plot_elsewhere(inputs):
+    run = earlier_plot(inputs, "figure.png")
+    return [str(run), "--output", str(run / "figure.png")]
+
+
+@row("plot", "events.out.tfevents.", "is damaged", kept=("run",))
+def plot_with_a_damaged_events_file_beside_an_earlier_plot(inputs):
+    """What it reads is checked before where it writes: the damage is reported, not the plot already there."""
+    run = earlier_plot(inputs, "figure.png")
+    next((run / "logs" / "train").glob("events.out.tfevents.*")).write_bytes(b"")
+    return [str(run), "--output", str(run / "figure.png")]
 
 
 @row("demo", "model", "did not make", kept=("runs",), absent=("runs/tokenizer", "runs/shards"))
@@ -765,6 +932,84 @@ def export_a_tokenizer_folder(inputs):
     return ["--model", str(inputs.tokenizer), "--output-dir", str(inputs.tmp / "out")]
 
 
+# --- encoders: sequence and token classification (rows are checked before anything is written) ---------------------
+
+def labelled_flags(inputs: Inputs, name: str, text: str, *flags: str, task: str = "sequence-classification"):
+    return ["--task", task, "--text-files", str(text_file(inputs, name, text)), *flags, "--tokenizer",
+            str(inputs.tokenizer), "--max-length", "32", "--output-dir", str(inputs.tmp / "out")]
+
+
+@row("shard", "rows.csv row 2", "text column 'text' is empty", absent=("out",))
+def sequence_classification_with_an_empty_text(inputs):
+    return labelled_flags(inputs, "rows.csv", "text,label\nfine,a\n,b\n", "--input-column", "text",
+                          "--target-column", "label")
+
+
+@row("shard", "rows.csv row 1", "pair column 'second' is empty", absent=("out",))
+def sentence_pair_empty_on_one_side(inputs):
+    return labelled_flags(inputs, "rows.csv", "first,second,label\nfine, ,a\n", "--input-column", "first",
+                          "--pair-column", "second", "--target-column", "label")
+
+
+@row("shard", "has no column 'label'", "--target-column", absent=("out",))
+def sequence_classification_without_its_label_column(inputs):
+    return labelled_flags(inputs, "rows.jsonl", '{"text": "fine"}\n', "--input-column", "text", "--target-column",
+                          "label")
+
+
+@row("shard", "rows.csv row 3", "'n/a', not a number", "other labels are scores", "--problem-type", absent=("out",))
+def regression_label_that_is_not_a_number(inputs):
+    return labelled_flags(inputs, "rows.csv", "text,score\nfine,3.8\ngood,1\nbad,n/a\n", "--input-column", "text",
+                          "--target-column", "score")
+
+
+@row("shard", "rows.jsonl row 2", "3 words", "2 tags", "exactly one tag", absent=("out",))
+def token_classification_row_with_fewer_tags_than_words(inputs):
+    return labelled_flags(inputs, "rows.jsonl", '{"w": ["a", "b"], "t": ["O", "O"]}\n{"w": ["a", "b", "c"], "t": '
+                          '["O", "B-X"]}\n', "--input-column", "w", "--target-column", "t", task="token-classification")
+
+
+def labelled_shards(inputs: Inputs, validation_labels=("a", "b")) -> Path:
+    """Sequence-classification shards of a few rows (labels a and b), and validation rows of `validation_labels`."""
+    from mlm_tpu.api import shard_corpus
+
+    for split, labels in (("train", ("a", "b")), ("validation", validation_labels)):
+        rows = "".join(json.dumps({"text": f"text number {index}", "label": label}) + "\n"
+                       for index, label in enumerate(labels * 8))
+        shard_corpus(str(inputs.tokenizer), str(inputs.tmp / "labelled"), task="sequence-classification",
+                     text_files=(str(text_file(inputs, f"{split}.jsonl", rows)),), split=split,
+                     input_columns=("text",), target_column="label", max_length=32)
+    return inputs.tmp / "labelled"
+
+
+def fine_tuning_flags(inputs: Inputs, shards: Path, *extra: str) -> List[str]:
+    return ["--task", "sequence-classification", "--train-dataset", str(shards / "train"), "--eval-dataset",
+            str(shards / "validation"), "--tokenizer", str(inputs.tokenizer), "--per-replica-batch-size", "4",
+            "--output-dir", str(inputs.tmp / "model"), *extra]
+
+
+@row("train", "--eval-dataset has labels that training never saw (c)", absent=("model",))
+def validation_label_training_never_saw(inputs):
+    return fine_tuning_flags(inputs, labelled_shards(inputs, ("a", "c")), "--model-config", "tiny")
+
+
+@row("train", "t5 model", "encoder-decoder", "fine-tune an encoder", absent=("model",))
+def sequence_classification_on_a_t5(inputs):
+    return fine_tuning_flags(inputs, labelled_shards(inputs), "--model-name-or-path",
+                             str(FIXTURES / "t5-classifier"))
+
+
+@row("train", "gpt2 model", "not an encoder", "roberta-base", absent=("model",))
+def sequence_classification_on_a_causal_lm(inputs):
+    text_file(inputs, "gpt2/config.json", json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 1, "n_head": 2}))
+    return fine_tuning_flags(inputs, labelled_shards(inputs), "--model-name-or-path", str(inputs.tmp / "gpt2"))
+
+
+@row("predict", "RobertaForMaskedLM", "not a token classification model", "--task token-classification")
+def token_classification_with_a_masked_lm(inputs):
+    return ["token-classification", "--model", str(FIXTURES / "roberta"), "Alice lives in Paris"]
+
+
 @pytest.fixture(scope="module")
 def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer
@@ -788,7 +1033,13 @@ def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[in
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
                                   for case in ROWS])
 def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
+    import huggingface_hub.constants
+    import transformers.utils.hub
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once, when the libraries are imported: a row naming what looks like a Hub model must not wait for the network
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True)
     monkeypatch.chdir(tmp_path)
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)

@@ -1,18 +1,15 @@
 """Model folders the rest of the ecosystem loads: PyTorch-layout safetensors beside tf_model.h5, a model card,
 and `python -m mlm_tpu.export` for folders made without them."""
 
-import importlib.util
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_user_error, run_module
+from conftest import assert_user_error, pytorch_python, run_module
 
 pytestmark = pytest.mark.slow  # trains models (the session's fixtures)
 
@@ -69,17 +66,6 @@ def test_the_pytorch_weights_alone_load_into_tensorflow_and_give_the_same_logits
     original = logits(model_class, folder, folder, text)
     np.testing.assert_allclose(logits(model_class, copy, folder, text), original, rtol=1e-5, atol=1e-5)
     assert_names_are_transformers_mapping(copy, model_class.from_pretrained(folder, use_safetensors=False))
-
-
-def pytorch_python() -> str:
-    """A Python with torch and transformers: MLM_TPU_PYTORCH_PYTHON (say, a venv with transformers 5), or this one."""
-    configured = os.environ.get("MLM_TPU_PYTORCH_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("PyTorch is not installed here (the project needs none); set MLM_TPU_PYTORCH_PYTHON to a Python "
-                    "with torch and transformers 5 to run this check")
-    return sys.executable
 
 
 @pytest.mark.parametrize("fixture, pt_class_name, text", [

@@ -28,13 +28,32 @@ def test_a_resumed_mixture_knows_what_each_member_gave():
 
     rates = [0.6, 0.4]
     members = next(iter(member_order(rates, 8, seed=1).batch(300 * 8))).numpy()
-    assert taken_before(300, rates, 8, seed=1, chunk=64) == [np.bincount(members, minlength=2).tolist()]
+    assert taken_before(300, rates, 8, seed=1) == [np.bincount(members, minlength=2).tolist()]
     assert taken_before(0, rates, 8, seed=1) == [[0, 0]]
     halves = members.reshape(300, 2, 4)  # two virtual pipelines: rows 0-3 and 4-7 of each step
-    assert taken_before(300, rates, 8, seed=1, pipelines=2, chunk=64) == [
+    assert taken_before(300, rates, 8, seed=1, pipelines=2) == [
         np.bincount(halves[:, pipeline].ravel(), minlength=2).tolist() for pipeline in (0, 1)]
     second = next(iter(member_order(rates, 8, seed=1, pipelines=2, pipeline=1).batch(300 * 4))).numpy()
     np.testing.assert_array_equal(second, halves[:, 1].ravel())
+
+
+def test_counts_kept_at_each_backup_are_the_counts_from_step_0():
+    """What a run keeps in its backups (MemberCounts advanced from backup to backup, or restored from one) is what
+    counting every step from 0 gives, for each virtual pipeline."""
+    import json
+
+    from mlm_tpu.shards.mixture import MemberCounts, taken_before
+
+    rates = [0.5, 0.3, 0.2]
+    kept = MemberCounts(rates, 8, seed=2, pipelines=2)
+    for step in (0, 5, 5, 37, 300):
+        assert kept.at(step) == taken_before(step, rates, 8, seed=2, pipelines=2)
+    backup = json.loads(json.dumps(taken_before(37, rates, 8, seed=2, pipelines=2)))
+    resumed = MemberCounts(rates, 8, 2, 2, step=37, taken=backup)
+    assert resumed.at(37) == backup and resumed.at(300) == kept.at(300)
+    assert sum(map(sum, kept.at(300))) == 300 * 8
+    with pytest.raises(ValueError):
+        kept.at(299)
 
 
 def test_mixing_takes_each_member_in_its_own_order():
@@ -57,6 +76,33 @@ def test_rates_proportional_to_size_with_a_temperature():
     assert mixture_rates("examples", [600, 300, 100]) == pytest.approx([0.6, 0.3, 0.1])
     hot = mixture_rates("examples", [900, 100], temperature=2.0)
     assert hot == pytest.approx([30 / 40, 10 / 40])
+
+
+def test_examples_proportional_mixing_with_a_limit():
+    """--mixture-maximum K: a member counts as min(size, K) examples, before the temperature (SeqIO's
+    rate_num_examples(maximum=K)), through the flags as the trainer mixes its folders."""
+    from mlm_tpu.cli.train import build_config, build_parser
+    from mlm_tpu.shards.format import TEXT2TEXT, features_of
+    from mlm_tpu.shards.mixture import find_training_mixture, mixture_rates
+    from mlm_tpu.shards.reading import find_shards
+
+    assert mixture_rates("examples", [600, 300, 100], maximum=200) == pytest.approx([0.4, 0.4, 0.2])
+    assert mixture_rates("examples", [900, 100], temperature=2.0, maximum=400) == pytest.approx([2 / 3, 1 / 3])
+    assert mixture_rates("examples", [600, 300], maximum=1000) == pytest.approx([2 / 3, 1 / 3])
+    folders = [str(T5_SHARDS / split) for split in ("train", "validation")]  # 60 and 20 examples
+    found = [find_shards(folder, TEXT2TEXT, features_of(TEXT2TEXT, None, None)) for folder in folders]
+
+    def flags(*more):
+        return build_config(build_parser().parse_args(["--output-dir", "out", *more]))
+
+    mixture = find_training_mixture(flags("--train-dataset", *folders, "--mixture-maximum", "30"), found)
+    assert list(mixture.rates) == pytest.approx([0.6, 0.4])  # min(60, 30) : min(20, 30)
+    for wrong, phrase in ((flags("--train-dataset", *folders, "--mixture-rates", "1", "1", "--mixture-maximum", "30"),
+                           "--mixture-maximum applies to --mixture-rates examples"),
+                          (flags("--train-dataset", folders[0], "--mixture-maximum", "30"),
+                           "--mixture-rates, --mixture-maximum and --mixture-temperature mix several")):
+        with pytest.raises(UserError, match=phrase):
+            find_training_mixture(wrong, found[:len(wrong.train_datasets)])
 
 
 @pytest.mark.parametrize("rates, sizes, temperature, phrase", [
@@ -83,7 +129,7 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     member's examples come in its own order, and a pipeline started at step 9 gives what the first gave from 9."""
     from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
-    from mlm_tpu.shards.mixture import host_mixture_batches, member_order, mix
+    from mlm_tpu.shards.mixture import MemberCounts, host_mixture_batches, member_order, mix
     from mlm_tpu.shards.reading import find_shards
 
     members = [find_shards(str(T5_SHARDS / split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
@@ -91,9 +137,9 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     mixture = mix(members, ["train", "validation"], [0.7, 0.3])
     assert mixture.records == 80 and [m["rate"] for m in mixture.describe()] == [0.7, 0.3]
 
-    def rows(start_step, steps):  # one virtual pipeline, two replicas of 4 rows
+    def rows(start_step, steps, taken=None):  # one virtual pipeline, two replicas of 4 rows
         dataset = host_mixture_batches(mixture, BatchLayout(1, 8, 1, 2), 0, lambda seed: None, seed=5, window=8,
-                                       start_step=start_step)
+                                       start_step=start_step, taken=taken)
         return [tuple(row) for batch in dataset.take(2 * steps) for row in batch["input_ids"].numpy()]
 
     run = rows(0, 30)
@@ -104,6 +150,9 @@ def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_an
     assert len(alone) > 200  # (4 examples are in both splits)
     assert len(set(r for r, m in zip(run, drawn) if m == 1)) == 20  # 72 rows of 20 examples: every one, epoch on epoch
     assert rows(9, 21) == run[9 * 8:]
+    kept = MemberCounts([0.7, 0.3], 8, seed=5)  # as a run keeps them: backups at steps 3 and 9
+    kept.at(3)
+    assert rows(9, 21, taken=kept.at(9)) == run[9 * 8:]  # resumed from the counts a backup holds
 
 
 def write_members(folder: Path, sizes) -> list:
@@ -195,19 +244,31 @@ def test_bad_mixture_rates_are_one_line(more, phrase, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_mixture_trains_and_says_each_members_share(tmp_path):
+def test_a_mixture_trains_says_each_members_share_and_resumes_from_the_counts_its_backup_keeps(tmp_path):
+    """A mixture killed after a backup: the backup holds each member's count at its step, and the run resumed from
+    it starts each member there without counting the steps before again."""
     import json
 
-    from conftest import run_train
+    from conftest import backup_reached, run_train, train_until_killed
+    from mlm_tpu.shards.mixture import taken_before
+    from test_resume import step_losses
 
     output_dir = tmp_path / "out"
-    result = run_train("--task", "generation", "--train-dataset", T5_SHARDS / "train", T5_SHARDS / "validation",
-                       "--mixture-rates", "examples", "--tokenizer", T5_SHARDS.parent / "t5-tokenizer",
-                       "--model-config", "t5-tiny", "--per-replica-batch-size", 4, "--max-steps", 6,
-                       "--output-dir", output_dir)
+    flags = ["--task", "generation", "--train-dataset", T5_SHARDS / "train", T5_SHARDS / "validation",
+             "--mixture-rates", "examples", "--tokenizer", T5_SHARDS.parent / "t5-tokenizer", "--model-config",
+             "t5-tiny", "--per-replica-batch-size", 4, "--max-steps", 8, "--backup-steps", 2, "--logging-steps", 1,
+             "--output-dir", output_dir]
+    train_until_killed(flags, lambda: backup_reached(output_dir, 2))
+    record = json.loads(next((output_dir / "backup").glob("step-*.json")).read_text())
+    loop, step = record["loop"], record["step"]
+    assert loop["mixture_taken"] == taken_before(step, [0.75, 0.25], 4, seed=42, pipelines=loop["input_pipelines"])
+
+    result = run_train(*flags)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Resuming from the backup at step {step} of 8" in result.stderr and "counting them" not in result.stderr
     assert f"Mixture: {T5_SHARDS / 'train'} 75.0% (60 examples), {T5_SHARDS / 'validation'} 25.0% (20 examples)" \
         in result.stderr
+    assert sorted(step_losses(output_dir)) == list(range(1, 9))
     run_info = json.loads((output_dir / "training_args.json").read_text())
     assert [member["rate"] for member in run_info["run"]["mixture"]] == [0.75, 0.25]
     assert run_info["train_dataset"] == [str(T5_SHARDS / "train"), str(T5_SHARDS / "validation")]

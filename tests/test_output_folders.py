@@ -62,6 +62,33 @@ def test_write_file_records_in_a_folder_with_a_record_and_refuses_a_users_file(t
     assert (tmp_path / "card.md").read_text() == "edited by the user"
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o007], ids=["umask-022", "umask-007"])
+def test_published_files_get_the_mode_the_umask_gives_whatever_wrote_them(umask, tmp_path):
+    """safetensors' save_file and mkstemp make private (0600) files; published, every file is 0666 less the umask,
+    so a team's shared folder or a web server can read the weights as it reads the rest."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.shards.storage import LocalStorage
+
+    before = os.umask(umask)
+    try:
+        with staged_output_dir(str(tmp_path / "model")) as staging:
+            save_file({"w": np.zeros(2, np.float32)}, os.path.join(staging, "model.safetensors"))
+            write_json(os.path.join(staging, "config.json"), {})
+            Path(staging, "tokenizer.json").write_text("{}")
+        write_file(str(tmp_path / "model" / "README.md"), b"a card")
+        LocalStorage(str(tmp_path / "shards")).write("data-0-1.tfrecord", b"records")
+    finally:
+        os.umask(before)
+    modes = {str(path.relative_to(tmp_path)): oct(path.stat().st_mode & 0o777) for path in tmp_path.rglob("*")
+             if path.is_file()}
+    assert modes == dict.fromkeys(["model/model.safetensors", "model/config.json", "model/tokenizer.json",
+                                   "model/README.md", f"model/{RECORD}", "shards/data-0-1.tfrecord"],
+                                  oct(0o666 & ~umask))
+
+
 def test_remove_written_deletes_what_mlm_tpu_wrote_and_keeps_the_rest(tmp_path):
     with staged_output_dir(str(tmp_path / "run"), folders=["logs"]) as staging:
         Path(staging, "config.json").write_text("{}")

@@ -1,6 +1,7 @@
 """--pack: several text-to-text examples per row, each computed as if alone (block-diagonal masks), the packing
 deterministic and resumable like the rest of the pipeline."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +177,45 @@ def test_pack_with_mlm_is_one_line(tmp_path):
                        "--output-dir", tmp_path / "out")
     assert_user_error(result, "--pack packs text-to-text examples", "--task mlm")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_packed_row_count_is_kept_and_used_only_for_the_same_shards_and_settings(short_shards, tmp_path,
+                                                                                     monkeypatch):
+    """--pack's count (which packs every example) is made once: a later start finds it in the cache, a resumed run
+    in its backup's record, so neither reads the shards again (here: emptied); its key changes with the seed, V,
+    the window and any shard's checksum; a damaged cache file is counted afresh; shards without checksums (no
+    manifest) have no key, and nothing is kept for them."""
+    import shutil
+
+    from mlm_tpu.shards.format import TEXT2TEXT, features_of
+    from mlm_tpu.shards.layout import BatchLayout
+    from mlm_tpu.shards.packed_rows import count_key, packed_rows, steps_of
+    from mlm_tpu.shards.reading import find_shards
+
+    monkeypatch.setenv("MLM_TPU_CACHE", str(tmp_path / "cache"))
+    split = tmp_path / "train"
+    shutil.copytree(short_shards, split)
+    shards = find_shards(str(split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    layout = BatchLayout(2, 4, 1, 1)
+    counted = packed_rows(shards, layout, seed=3, window=16)
+    assert len(counted["rows"]) == 2 and steps_of(counted, layout) == min(counted["rows"]) // 2
+    [cached] = (tmp_path / "cache").rglob("*.json")
+    assert cached.name == f"{counted['key']}.json"
+
+    cached.write_text(cached.read_text()[:30])  # cut short: counted again, and written whole
+    assert packed_rows(shards, layout, seed=3, window=16) == counted
+    for path in split.glob("*.tfrecord"):
+        path.write_bytes(b"")  # read again, these would fail
+    assert packed_rows(shards, layout, seed=3, window=16) == counted  # a later start: from the cache
+    cached.unlink()
+    assert packed_rows(shards, layout, seed=3, window=16, recorded=counted) == counted  # a resume: from its backup
+
+    def key(manifest=shards.manifest, layout=layout, seed=3, window=16):
+        return count_key(dataclasses.replace(shards, manifest=manifest), layout, seed=seed, window=window)
+
+    changed = dict(shards.manifest, shards=[dict(entry, crc32c="AAAAAA==") if index == 1 else entry
+                                            for index, entry in enumerate(shards.manifest["shards"])])
+    keys = [key(), key(seed=4), key(layout=BatchLayout(1, 4, 1, 1)), key(window=8), key(manifest=changed)]
+    assert keys[0] == counted["key"] and len(set(keys)) == 5
+    assert key(layout=BatchLayout(2, 8, 1, 2)) == keys[0]  # the batch is not in it: the steps are rows // batch
+    assert key(manifest=None) is None

@@ -73,6 +73,22 @@ def test_a_setting_that_changes_the_result_is_refused_naming_both_values_and_the
     assert f"at step {backup_step(run_copy)}" in line
 
 
+def test_fewer_shards_are_refused_as_the_changed_setting_not_by_the_data_order_they_break(
+        run_copy, shards, wikitext_tokenizer, tmp_path):
+    """The settings are compared first: one shard cannot feed the backup's input pipelines, but what the user changed
+    is the shards, and the fixes are those of a changed setting."""
+    recorded = json.loads((run_copy / "training_args.json").read_text())["input_pipelines"]
+    assert recorded > 1  # the run this test resumes reads several shards at once
+    one_shard = tmp_path / "one-shard"
+    one_shard.mkdir()
+    first = sorted((shards / "validation").glob("*.tfrecord"))[0]
+    shutil.copy(first, one_shard / first.name)
+    line = refused(run_copy, lambda: run_train(*flags(shards, wikitext_tokenizer[0], run_copy), "--train-dataset",
+                                               one_shard),
+                   "--train-dataset was", "(and the training shards)", "--output-dir", "--allow-changed-settings")
+    assert "--input-pipelines" not in line
+
+
 def test_an_allowed_change_is_recorded_with_its_step_and_free_settings_change_silently(
         run_copy, shards, wikitext_tokenizer):
     step = backup_step(run_copy)

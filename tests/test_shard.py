@@ -209,3 +209,13 @@ def test_help_lists_every_flag():
                  "--output-dir", "--prefix", "--num-workers", "--batch-size", "--overwrite", "--storage-retry-seconds",
                  "--runner", "--text-part-bytes", "--direct_num_workers", "--sdk_container_image"]:
         assert flag in result.stdout, flag
+
+
+def test_a_resumed_job_leaves_another_jobs_claim_being_written_alone():
+    """A job starting on a split deletes its own half-written files, never another job's claim that is being
+    written (that broke the other job's claim with 'No such file', instead of refusing it in one line)."""
+    from mlm_tpu.shards.format import WRITER_RECORD
+    from mlm_tpu.shards.writer import written_files
+
+    sizes = {f".{WRITER_RECORD}.k2x9.partial": 40, ".train-00000-10.tfrecord.a1.partial": 900}
+    assert written_files(sizes, "train", None, None) == {".train-00000-10.tfrecord.a1.partial"}

@@ -227,6 +227,52 @@ def test_tokenizer_corpus_and_shards_on_gcs(corpus, wikitext_tokenizer, t5_data,
     assert manifests[0] == manifests[1]
 
 
+def worker_processes(group: int) -> list:
+    """The pids of Beam's SDK worker processes in process group `group` (Linux' /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as stream:
+                command = stream.read()
+            if b"sdk_worker_main" in command and os.getpgid(int(entry)) == group:
+                found.append(int(entry))
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds Beam's worker processes through Linux' /proc")
+def test_ctrl_c_while_local_workers_shard_is_one_line_and_exit_130(wikitext_path, wikitext_tokenizer, tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the command's whole process group, its 2 worker processes included)
+    once the workers run: one `interrupted:` line saying to run the command again, exit 130, and none of the
+    tracebacks of Beam's threads whose workers died."""
+    import signal
+    import time
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(wikitext_path.read_text(encoding="utf-8") * 16, encoding="utf-8")  # minutes of work
+    command = [sys.executable, "-m", "mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
+               str(corpus), "--max-length", "64", "--output-dir", str(tmp_path / "out"), *FN_API,
+               "--direct_num_workers", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while len(worker_processes(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # the workers at work
+        assert process.poll() is None, process.communicate()[1]
+        os.killpg(process.pid, signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Worker subprocess exited" not in stderr, stderr
+    assert stderr.splitlines()[-1].startswith("interrupted: ") and "run the same command again" in stderr, stderr
+
+
 def test_without_apache_beam_runner_is_one_line_naming_the_extra(wikitext_tokenizer, tmp_path):
     hide = tmp_path / "hide-beam"
     hide.mkdir()
@@ -259,3 +305,40 @@ def test_compact_bytes_take_the_narrowest_type():
         assert np.dtype(packed[0]) == np.dtype(name)
         assert len(packed[2]) == array.size * np.dtype(name).itemsize
         assert np.array_equal(expand(packed), array)
+
+
+def test_runners_are_told_apart_by_the_names_beam_takes():
+    """Only the local runners' workers read this machine's files, whatever spelling Beam accepts for a runner."""
+    from mlm_tpu.shards.beam_job import is_local_runner
+
+    for local in ("FnApiRunner", "fnapi", "DirectRunner", "direct", "PrismRunner",
+                  "apache_beam.runners.portability.fn_api_runner.FnApiRunner"):
+        assert is_local_runner(local), local
+    for remote in ("DataflowRunner", "dataflow", "FlinkRunner", "flink", "SparkRunner", "PortableRunner"):
+        assert not is_local_runner(remote), remote
+
+
+@pytest.mark.slow
+def test_beam_writes_the_local_sharders_labelled_splits_byte_for_byte(wikitext_tokenizer, tmp_path, monkeypatch,
+                                                                      capfd):
+    """Sentence pairs with scores (float32 labels, the labels found by the first pass) from two files, by 2
+    workers: the local sharder's files."""
+    import random
+
+    from mlm_tpu.cli.shard import main
+
+    rng = random.Random(5)
+    words = "the cat sat on a mat while rain fell over old town bridges".split()
+    rows = [{"a": " ".join(rng.choices(words, k=rng.randint(2, 40))), "b": " ".join(rng.choices(words, k=5)),
+             "score": round(rng.uniform(0, 5), 2)} for _ in range(300)]
+    files = [str(write_jsonl(tmp_path / "a.jsonl", rows[:120])), str(write_jsonl(tmp_path / "b.jsonl", rows[120:]))]
+    flags = ["--task", "sequence-classification", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files", *files,
+             "--input-column", "a", "--pair-column", "b", "--target-column", "score", "--max-length", "24",
+             "--shard-size", "50"]
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    main([*flags, "--output-dir", str(tmp_path / "local")])
+    main([*flags, "--output-dir", str(tmp_path / "beam"), *FN_API, "--direct_num_workers", "2"])
+    assert "as an Apache Beam pipeline on FnApiRunner" in capfd.readouterr().err
+    expected = all_files(tmp_path / "local" / "train")
+    assert json.loads(expected["manifest.json"])["features"]["labels"] == {"dtype": "float32", "length": 1}
+    assert all_files(tmp_path / "beam" / "train") == expected

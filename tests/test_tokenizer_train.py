@@ -134,8 +134,9 @@ def test_help_lists_every_flag():
     result = run_module("mlm_tpu.tokenizer", "train", "--help")
     assert result.returncode == 0
     for flag in ["--dataset", "--dataset-config", "--split", "--text-files", "--text-column", "--builtin-corpus",
-                 "--limit", "--vocab-size", "--batch-size", "--model-max-length", "--sample-documents", "--seed",
-                 "--output-dir", "--overwrite", "--push-to-hub", "--hub-model-id"]:
+                 "--limit", "--algorithm", "--template", "--byte-fallback", "--lowercase", "--normalization",
+                 "--vocab-size", "--batch-size", "--model-max-length", "--sample-documents", "--seed", "--output-dir",
+                 "--overwrite", "--push-to-hub", "--hub-model-id"]:
         assert flag in result.stdout, flag
 
 

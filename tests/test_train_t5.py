@@ -49,7 +49,7 @@ def test_the_class_path_returns_one_integer_per_example_and_no_logits(trained_cl
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.t5.classification import ClassificationScorer, LabelSet, predict_classes
-    from mlm_tpu.t5.evaluation import Text2TextValidation
+    from mlm_tpu.training.evaluation import PredictionValidation
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     model = TFT5ForConditionalGeneration.from_pretrained(trained_classifier[0], use_safetensors=False)
@@ -63,7 +63,7 @@ def test_the_class_path_returns_one_integer_per_example_and_no_logits(trained_cl
     assert set(classes.numpy().tolist()) <= {0, 1, 2}
 
     scorer = ClassificationScorer(labels)
-    validation = Text2TextValidation(tf.distribute.get_strategy(), model, scorer, shards, 16, jit_compile=False)
+    validation = PredictionValidation(tf.distribute.get_strategy(), model, scorer, shards, 16, jit_compile=False)
     step = validation.runner.step(iter(validation.runner.dataset))
     assert {name: (value.shape, value.dtype) for name, value in step.items()} == {
         "predicted": ((16,), tf.int32), "truth": ((16,), tf.int32)}  # what leaves the device: ids only

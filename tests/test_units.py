@@ -58,10 +58,11 @@ def test_the_masked_lm_template_has_robertas_layout_so_the_config_pads_with_the_
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.presets import config_for
-    from mlm_tpu.tokenizer.unigram import as_transformers_tokenizer, train_unigram
+    from mlm_tpu.tokenizer.templates import as_transformers_tokenizer
+    from mlm_tpu.tokenizer.unigram import train_unigram
 
     corpus = [["the cat sat on the mat", "a dog ran in the park", "the sun is up"] * 20]
-    tokenizer = as_transformers_tokenizer(train_unigram(corpus, 60, show_progress=False), 512)
+    tokenizer = as_transformers_tokenizer(train_unigram(lambda: iter(corpus), 60, show_progress=False), 512)
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in ("[CLS]", "<pad>", "[SEP]", "<unk>", "[MASK]")}
     assert ids == {"[CLS]": 0, "<pad>": 1, "[SEP]": 2, "<unk>": 3, "[MASK]": 4}  # <s> <pad> </s> <unk>, as RoBERTa
     assert (tokenizer.cls_token_id, tokenizer.pad_token_id, tokenizer.sep_token_id, tokenizer.unk_token_id,
@@ -136,6 +137,30 @@ def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task
     value = ("a", "b") if setting == "labels" else 0.2
     with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
         plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value}))
+
+
+SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "generator_size_ratio": 0.5, "discriminator_weight": 10.0,
+                          "labels": ("a", "b"), "max_target_length": 8, "max_new_tokens": 8,
+                          "model_name_or_path": "roberta-base", "metric_for_best_model": "loss"}
+
+
+def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
+    from mlm_tpu.tasks import TASKS, make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    assert set(SETTINGS_OF_SOME_TASKS) == {name for task in TASKS for name in make_task(task).unused_settings}
+    takes = {name: set() for name in SETTINGS_OF_SOME_TASKS}
+    for task in TASKS:
+        for name, value in SETTINGS_OF_SOME_TASKS.items():
+            try:
+                make_task(task).check(TrainingConfig("t", "o", task=task, **{name: value}))
+                takes[name].add(task)
+            except UserError:  # one line, not a crash
+                pass
+    assert takes["generator_size_ratio"] == takes["discriminator_weight"] == {"electra"}
+    assert takes["mlm_probability"] == {"mlm", "electra"} and takes["labels"] == {"classification"}
+    assert "electra" not in takes["model_name_or_path"] | takes["metric_for_best_model"]
+    assert all(takes.values()), takes  # each is some task's
 
 
 def test_a_batch_decodes_to_the_model_inputs_as_written():

@@ -11,7 +11,7 @@ USER_ERROR_EXIT_CODE = 2
 
 def run_command(main: Callable[[Optional[Sequence[str]]], None], argv: Optional[Sequence[str]] = None) -> None:
     """Run a command's `main`; a `UserError` becomes one `error:` line on stderr and exit code 2, a `Stopped` run
-    one `stopped:` line and exit code 42."""
+    one `stopped:` line and exit code 42, Ctrl-C one `interrupted:` line (an `Interrupted`'s message) and 130."""
     try:
         main(argv)
     except UserError as error:
@@ -20,6 +20,6 @@ def run_command(main: Callable[[Optional[Sequence[str]]], None], argv: Optional[
     except Stopped as stopped:
         print(f"stopped: {stopped}", file=sys.stderr)
         sys.exit(STOPPED_EXIT_CODE)
-    except KeyboardInterrupt:
-        print("interrupted: nothing was left half-written", file=sys.stderr)
+    except KeyboardInterrupt as interrupted:
+        print(f"interrupted: {interrupted or 'nothing was left half-written'}", file=sys.stderr)
         sys.exit(130)

@@ -5,8 +5,10 @@ means), its exponential the perplexity, and masked-token accuracy. Masks come fr
 masker, keyed by (seed, batch number), so the same model, shards, seed and batch size give the
 same figures on every run, on 1 or N replicas. T5: the trainer's validation for the task the model
 was trained for (accuracy and per-class precision, recall and F1 for a classifier; exact match,
-token F1 and ROUGE for generation). Every example counts once: the last partial batch is filled
-up with unscored rows, keeping shapes fixed as TPUs need.
+token F1 and ROUGE for generation). Encoder classifiers: their validation (accuracy, macro F1, Matthews
+correlation; Pearson and Spearman for scores; entity precision, recall and F1 for tags), the shards' label
+names matched to the model's. Every example counts once: the last partial batch is filled up with
+unscored rows, keeping shapes fixed as TPUs need.
 """
 
 import argparse

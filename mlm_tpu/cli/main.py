@@ -21,7 +21,7 @@ from mlm_tpu.errors import UserError
 # parser its --help prints; argparse sub-commands, and a module's MODES (first arguments it dispatches by hand, each
 # (parser, run)), have a --help of their own. The docs make a page of each (`help_parsers`).
 COMMANDS = {
-    "tokenizer": ("tokenizer", "train a Unigram tokenizer, or see how one encodes text"),
+    "tokenizer": ("tokenizer", "train a tokenizer (Unigram, byte-level BPE, WordPiece), or see how one encodes text"),
     "shard": ("shard", "cut a corpus into count-named TFRecord shards (local or gs://)"),
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
     "launch": ("launch", "run train as N worker processes on this machine (multi-worker, locally)"),

@@ -14,11 +14,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=loss_plot.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", metavar="RUN_DIR", help="The --output-dir of a `python train.py` run.")
-    add_flag(parser, "--output", default=None, help="Where to write the PNG (default: RUN_DIR/loss.png). A file "
-                                                      "already there is refused, unless --overwrite.")
+    add_flag(parser, "--output", default=None,
+             help="Where to write the PNG (default: RUN_DIR/loss.png, the run's own plot, which the trainer draws at "
+                  "its end and this command redraws). A file already elsewhere is refused, unless --overwrite.")
     add_flag(parser, "--overwrite", action="store_true",
-             help="Replace a plot mlm_tpu drew there before (the trainer draws RUN_DIR/loss.png at its end). A file "
-                  "mlm_tpu did not write (or that was changed since) is never replaced, even so.")
+             help="Replace a plot mlm_tpu drew at --output before. A file mlm_tpu did not write (or that was changed "
+                  "since) is never replaced, even so.")
     add_verbose_flag(parser)
     return parser
 

@@ -1,7 +1,10 @@
-"""`python -m mlm_tpu.predict [fill-mask|text2text] ...` (also `mlm-tpu predict`): try a trained model on text.
+"""`python -m mlm_tpu.predict [fill-mask|text2text|text-classification|token-classification] ...` (also `mlm-tpu
+predict`): try a trained model on text.
 
 fill-mask (the default): the top-k words for each [MASK] of each sentence, from a masked LM.
 text2text: a T5 model's label (classifiers trained here) or generated text.
+text-classification: an encoder classifier's label and probabilities (or a regression's score).
+token-classification: an encoder tagger's tag for each word, and the entities they make.
 Texts come as arguments, or one per line on stdin; results as a table, or JSON lines with --json.
 """
 
@@ -13,6 +16,8 @@ from typing import List, Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
 from mlm_tpu.cli.inputs import read_texts
 from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.encoder import prediction as encoder_prediction
+from mlm_tpu.encoder.prediction import EncoderPredictionConfig
 from mlm_tpu.mlm import fill_mask
 from mlm_tpu.mlm.fill_mask import FillMaskConfig, Predictions
 from mlm_tpu.t5 import prediction
@@ -21,6 +26,7 @@ from mlm_tpu.tasks import saved_model_loader
 
 FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
 TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
+ENCODER_FLAGS = ConfigFlags(EncoderPredictionConfig)
 
 
 def format_table(sentence: str, predictions: Predictions) -> str:
@@ -59,7 +65,9 @@ def fill_mask_parser(prog: str) -> argparse.ArgumentParser:
     parser = texts_parser(f"{prog} [fill-mask]", fill_mask.__doc__, "sentences", "SENTENCE",
                           "Text with [MASK] (or <mask>) where a word is missing; none: read lines from stdin.",
                           FILL_MASK_FLAGS, "The trained model: `python train.py`'s --output-dir, a save_pretrained "
-                                           "folder or a Hub name.", epilog=f"T5 models: {prog} text2text --help")
+                                           "folder or a Hub name.", epilog=f"T5 models: {prog} text2text --help. Encoder "
+                                           f"classifiers and taggers: {prog} text-classification --help, "
+                                           f"{prog} token-classification --help.")
     FILL_MASK_FLAGS.add(parser, "--top-k", type=int, help="Candidates shown per mask.")
     return with_output_flags(parser, 'One JSON object per sentence on stdout: {"sentence", "predictions": [[{"token", '
                                      '"token_str", "score", "sequence"}, ...] per mask]}.')
@@ -118,13 +126,54 @@ def run_text2text(parser: argparse.ArgumentParser, arguments: List[str]) -> None
             print(f"input:  {result['input']}\noutput: {result['output']}\n", flush=True)
 
 
+def encoder_parser(prog: str, pipeline: str) -> argparse.ArgumentParser:
+    words = "a tab between the two texts of a pair" if pipeline == "text-classification" else "words split at spaces"
+    parser = texts_parser(f"{prog} {pipeline}", encoder_prediction.__doc__, "texts", "TEXT",
+                          f"Input texts ({words}); none: read lines from stdin.", ENCODER_FLAGS,
+                          f"A {pipeline.replace('-', ' ')} model: `python train.py --task "
+                          f"{encoder_prediction.HEADS[pipeline][1]}`'s --output-dir, a save_pretrained folder or a "
+                          "Hub name.")
+    ENCODER_FLAGS.add(parser, "--max-length", type=int,
+                      help="Tokens per input; longer ones are cut (default: the training length, else 512).")
+    ENCODER_FLAGS.add(parser, "--batch-size", type=int, help="Inputs run together.")
+    shape = ('{"text", ["pair",] "label", "scores": {label: probability}} or {"text", "score"} (regression)'
+             if pipeline == "text-classification" else
+             '{"text", "words", "tags", "entities": [{"entity", "words", "start", "end"}]}')
+    return with_output_flags(parser, f"One JSON object per input on stdout: {shape}.")
+
+
+def format_encoder_result(result: dict) -> str:
+    """One input's prediction, as the table shows it."""
+    shown = result["text"] + (f"  |  {result['pair']}" if "pair" in result else "")
+    if "words" in result:
+        tags = " ".join(f"{word}/{tag or '-'}" for word, tag in zip(result["words"], result["tags"]))
+        entities = ", ".join(f"{entity['entity']} '{entity['words']}'" for entity in result["entities"]) or "none"
+        return f"input:    {shown}\ntags:     {tags}\nentities: {entities}\n"
+    if "score" in result:
+        return f"input:  {shown}\nscore:  {result['score']:.4f}\n"
+    scores, label = result["scores"], result["label"]
+    others = ", ".join(f"{name} {score:.3f}" for name, score in scores.items() if name != label)
+    return f"input:  {shown}\nlabel:  {label} ({scores[label]:.3f}; {others})\n"
+
+
+def run_encoder(pipeline: str, parser: argparse.ArgumentParser, arguments: List[str]) -> None:
+    args, config = parse(parser, ENCODER_FLAGS, arguments, "texts", "texts to "
+                         + ("classify" if pipeline == "text-classification" else "tag"))
+    predict = encoder_prediction.classify_texts if pipeline == "text-classification" else encoder_prediction.tag_texts
+    for result in predict(config, saved_model_loader(config.model, config.base_model, "encoder")):
+        print(json.dumps(result, ensure_ascii=False) if args.json else format_encoder_result(result), flush=True)
+
+
 # The first argument may name a mode; each has its parser (its own --help) and its run.
-MODES = {"fill-mask": (fill_mask_parser, run_fill_mask), "text2text": (text2text_parser, run_text2text)}
+MODES = {"fill-mask": (fill_mask_parser, run_fill_mask), "text2text": (text2text_parser, run_text2text),
+         **{pipeline: (lambda prog, pipeline=pipeline: encoder_parser(prog, pipeline),
+                       lambda parser, arguments, pipeline=pipeline: run_encoder(pipeline, parser, arguments))
+            for pipeline in ("text-classification", "token-classification")}}
 DEFAULT_MODE = "fill-mask"
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    """What `predict --help` shows: the default mode's flags (their epilog points to the other mode's)."""
+    """What `predict --help` shows: the default mode's flags (their epilog points to the other modes')."""
     return MODES[DEFAULT_MODE][0](prog)
 
 

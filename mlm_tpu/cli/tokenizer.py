@@ -7,8 +7,10 @@ from typing import Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_flag
 from mlm_tpu.cli.inputs import read_texts
 from mlm_tpu.tokenizer import encode, training
+from mlm_tpu.tokenizer.families import FAMILIES, TEMPLATE_NAMES
+from mlm_tpu.tokenizer.load import load_tokenizer
+from mlm_tpu.tokenizer.templates import NORMALIZATIONS
 from mlm_tpu.tokenizer.training import DEFAULT_VOCAB_SIZE, TokenizerTrainingConfig, train_tokenizer
-from mlm_tpu.tokenizer.unigram import TEMPLATES
 
 TRAIN_FLAGS = ConfigFlags(TokenizerTrainingConfig)
 
@@ -16,10 +18,33 @@ TRAIN_FLAGS = ConfigFlags(TokenizerTrainingConfig)
 def add_train_flags(parser: argparse.ArgumentParser) -> None:
     add_corpus_flags(TRAIN_FLAGS, parser)
     group = parser.add_argument_group("tokenizer")
-    TRAIN_FLAGS.add(group, "--template", choices=sorted(TEMPLATES),
-                    help="Special tokens and framing: 'mlm' (RoBERTa's layout: [CLS]=0 <pad>=1 [SEP]=2 <unk>=3 "
-                         "[MASK]=4, [CLS] A [SEP]) or 't5' (<pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
+    TRAIN_FLAGS.add(group, "--algorithm", choices=list(FAMILIES),
+                    help="The tokenizer family (default: unigram). 'unigram': SentencePiece-style pieces, ▁ starting "
+                         "a word, as the 🤗 TPU example trains them. 'bpe': byte-level BPE as RoBERTa's (<s>=0 <pad>=1 "
+                         "</s>=2 <unk>=3 <mask>=4, <s> A </s></s> B </s>, Ġ before a word; any text is spelled in its "
+                         "bytes at worst, so nothing becomes <unk>; loads as RobertaTokenizerFast). 'wordpiece': as "
+                         "BERT's (BERT's normalizer and pre-tokenizer, ## before a piece that continues a word, "
+                         "[CLS] A [SEP] B [SEP] with token type ids; [CLS]=0 [PAD]=1 [SEP]=2 [UNK]=3 [MASK]=4, the "
+                         "pad at 1 as RoBERTa models need; loads as BertTokenizerFast; reads the corpus twice).")
+    TRAIN_FLAGS.add(group, "--template", choices=list(TEMPLATE_NAMES),
+                    help="Special tokens and framing: 'mlm' (the default: the family's own for a masked LM; for "
+                         "unigram RoBERTa's layout [CLS]=0 <pad>=1 [SEP]=2 <unk>=3 [MASK]=4, [CLS] A [SEP]) or 't5' "
+                         "(unigram only: <pad>=0 </s>=1 <unk>=2, </s> after every sequence, sentinels "
                          "<extra_id_0>..<extra_id_99> at the end of the vocabulary; loads as T5TokenizerFast).")
+    TRAIN_FLAGS.add(group, "--byte-fallback", action="store_true",
+                    help="unigram only: add the 256 byte pieces <0x00>..<0xFF>, which spell any character the "
+                         "vocabulary lacks (emoji, rare scripts), so nothing becomes <unk> (they count in "
+                         "--vocab-size).")
+    TRAIN_FLAGS.add(group, "--lowercase", action="store_true",
+                    help="Lowercase text before tokenizing (wordpiece: also strips accents, as BERT's uncased "
+                         "models; bpe: the folder names PreTrainedTokenizerFast, see --normalization). Default: "
+                         "cased. Not with --template t5.")
+    TRAIN_FLAGS.add(group, "--normalization", choices=list(NORMALIZATIONS),
+                    help="Unicode normalization before the family's own: 'none' (the default) or 'nfkc' "
+                         "(compatibility forms folded: ﬁ -> fi, full-width letters -> ASCII, ² -> 2). Where "
+                         "transformers 5's class of the family would rebuild the pipeline without what is asked "
+                         "(RobertaTokenizer: any normalization, --lowercase too; BertTokenizer: nfkc), the folder "
+                         "names PreTrainedTokenizerFast, which loads tokenizer.json as it is. Not with --template t5.")
     TRAIN_FLAGS.add(group, "--vocab-size", type=int,
                     help=f"Vocabulary size to aim for, special tokens included (default: {DEFAULT_VOCAB_SIZE}). "
                          "A small corpus may yield fewer pieces; the summary says how many.")
@@ -60,17 +85,21 @@ def run_train(args: argparse.Namespace) -> None:
 
 def run_encode(args: argparse.Namespace) -> None:
     texts = read_texts(args.texts, "texts")
-    for item in encode.encode_texts(args.tokenizer, texts):
+    tokenizer = load_tokenizer(args.tokenizer)
+    starts = encode.word_starts_if_known(tokenizer)
+    if not args.json and starts:
+        print(f"family:  {starts.family}; {starts.describe()}\n")
+    for item in encode.encode_texts(tokenizer, texts):
         if args.json:
             print(json.dumps(item, ensure_ascii=False))
         else:
-            print(f"text:    {item['text']}\ntokens:  {' '.join(item['tokens'])}\nids:     "
+            print(f"text:    {item['text']}\ntokens:  {' '.join(item['pieces'])}\nids:     "
                   f"{' '.join(map(str, item['ids']))}\ndecoded: {item['decoded']}\n")
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Train a Unigram tokenizer, or look at how one encodes "
-                                                            "text.")
+    parser = argparse.ArgumentParser(prog=prog, description="Train a tokenizer (Unigram, byte-level BPE or "
+                                                            "WordPiece), or look at how one encodes text.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{train,encode}")
     for name, module, add_flags, run in (("train", training, add_train_flags, run_train),
                                          ("encode", encode, add_encode_flags, run_encode)):

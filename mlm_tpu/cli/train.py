@@ -3,7 +3,10 @@
 --task mlm (default): pretrain RoBERTa from scratch on masked-LM shards; --task electra: an ELECTRA generator and
 discriminator on the same shards, by replaced-token detection. --task classification |
 generation: fine-tune T5 (a preset from scratch, or --model-name-or-path) on text-to-text shards,
-scored on the validation shards each epoch; the output folder keeps the best epoch.
+scored on the validation shards each epoch; the output folder keeps the best epoch. --task
+sequence-classification | token-classification: the same for an encoder (--model-name-or-path: BERT,
+RoBERTa, ELECTRA..., one mlm_tpu pretrained; or a RoBERTa shape from scratch) with a head, on labelled
+shards.
 
 A run can be written down and replayed: --config FILE (JSON or YAML) takes its settings from the
 file (the flags' names with underscores; see configs/), and flags given as well override it. The
@@ -69,7 +72,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`). "
                    "span-corruption: pretrain T5 with T5's objective on raw rows (`python -m mlm_tpu.shard --task "
                    "span-corruption`), corrupted afresh each batch with the noise settings the shards' manifest "
-                   "records; scored by target loss, perplexity and token accuracy.")
+                   "records; scored by target loss, perplexity and token accuracy. sequence-classification: an "
+                   "encoder with a head predicts each text's (or pair's) class, or score; scored by accuracy, macro F1 "
+                   "and Matthews correlation (Pearson and Spearman for scores). token-classification: a tag per word, "
+                   "scored by entity precision/recall/F1 (seqeval). Both train on labelled shards (`python -m "
+                   "mlm_tpu.shard --task sequence-classification|token-classification`).")
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
     FLAGS.add(task, "--mlm-probability", type=float,
@@ -87,9 +94,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(task, "--max-new-tokens", type=int,
               help="Generation: tokens generated per example in validation (default: the shards' target length).")
     FLAGS.add(task, "--metric-for-best-model",
-              help="T5 tasks with --eval-dataset: the validation score whose best epoch the output folder keeps "
-                   "(classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, rouge2, "
-                   "rougeL (default)).")
+              help="T5 and encoder tasks with --eval-dataset: the validation score whose best epoch the output "
+                   "folder keeps (classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, "
+                   "rouge2, rougeL (default); sequence-classification: accuracy (default), macro_f1, "
+                   "matthews_correlation, f1 (two classes), loss, or for scores pearson (default), spearman, loss; "
+                   "token-classification: f1 (default), precision, recall, accuracy, loss).")
 
     data = parser.add_argument_group("data")
     FLAGS.add(data, "--train-dataset", nargs="+", metavar="FOLDER",
@@ -99,9 +108,13 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
               help="With several --train-dataset folders: each one's share of the examples, in the same order "
                    "(normalised to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's "
                    "rate_num_examples; the default).")
+    FLAGS.add(data, "--mixture-maximum", type=int, metavar="K",
+              help="With --mixture-rates examples: a member of more than K examples counts as K (SeqIO's maximum; T5's "
+                   "examples-proportional mixing with limit K), so a huge member does not crowd out the others "
+                   "(default: no limit).")
     FLAGS.add(data, "--mixture-temperature", type=float,
-              help="With --mixture-rates examples: each size raised to 1/T before sharing, T > 1 flattening the "
-                   "shares (default: 1).")
+              help="With --mixture-rates examples: each size (after --mixture-maximum) raised to 1/T before sharing, "
+                   "T > 1 flattening the shares (default: 1).")
     FLAGS.add(data, "--eval-dataset", help="Folder of validation shards, scored each epoch.")
     FLAGS.add(data, "--tokenizer", "--tokenizer-name-or-path",
               help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "
@@ -124,7 +137,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(data, "--pack", action="store_true",
               help="classification, generation: put several training examples in each row (inputs after inputs, "
                    "targets after targets; each attends only to itself through block-diagonal masks), so short "
-                   "examples do not train on padding. Validation stays one example per row.")
+                   "examples do not train on padding. Validation stays one example per row. Its steps per epoch are "
+                   "counted by packing the training set once, and kept (in the backup, and in $MLM_TPU_CACHE, default "
+                   "~/.cache/mlm_tpu) for resumes and later runs on the same shards and settings.")
     FLAGS.add(data, "--seed", type=int,
               help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
 
@@ -140,7 +155,9 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "hidden_dropout_prob=0,num_hidden_layers=4.")
     FLAGS.add(model, "--model-name-or-path",
               help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name "
-                   "such as t5-small or google/t5-v1_1-base); with --delta (any task), the frozen base model.")
+                   "such as t5-small or google/t5-v1_1-base); encoder tasks: the pretrained encoder (a folder mlm_tpu "
+                   "made, or roberta-base, bert-base-uncased, ...), its head new; with --delta (any task), the frozen "
+                   "base model.")
     FLAGS.add(model, "--per-replica-batch-size", type=int, help="Examples per replica per step (default: 8).")
     FLAGS.add(model, "--num-epochs", type=int, help="Passes over the training shards (default: 1).")
     FLAGS.add(model, "--max-steps", type=int, help="Stop after this many steps in all (default: the epochs').")
@@ -152,10 +169,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(model, "--lr-schedule", choices=SCHEDULES,
               help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse "
                    "square root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / "
-                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step).")
+                   "step); with neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step). T5X's gin files give "
+                   "it as a base rate: see --base-learning-rate.")
     FLAGS.add(model, "--learning-rate", type=float,
               help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, "
-                   "0.01 for T5's 10,000).")
+                   "0.01 for T5's 10,000). With rsqrt, at most 0.1: a larger value is T5X's base, --base-learning-rate.")
+    FLAGS.add(model, "--base-learning-rate", type=float, metavar="BASE",
+              help="--lr-schedule rsqrt as T5X's gin files give it (factors 'constant * rsqrt_decay', "
+                   "base_learning_rate = 1.0): the rate is BASE / sqrt(max(step, --warmup-steps)), so its peak, "
+                   "held while warming up, is BASE / sqrt(warm-up): --base-learning-rate 1 with 10,000 warm-up steps "
+                   "is T5's 0.01 then 1/sqrt(step). Instead of --learning-rate (default: none).")
     FLAGS.add(model, "--weight-decay-rate", type=float, help="AdamW's weight decay; Adafactor has none (default: 0.001).")
     FLAGS.add(model, "--adam-beta1", type=float, help="AdamW's first-moment decay; Adafactor has none (default: 0.9).")
     FLAGS.add(model, "--adam-beta2", type=float,

@@ -47,25 +47,24 @@ def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--m
     """(model, method): the base model (`base_model`, else the one the folder names) with the folder's delta
     applied and its weights loaded, and the task settings it was trained with."""
     import transformers
-    from safetensors.numpy import load_file
 
     from mlm_tpu.delta import method_class
-    from mlm_tpu.model_folder.loading import load_model
+    from mlm_tpu.model_folder.loading import SafetensorsWeights, load_model
 
     record = read_delta_record(folder)
     base = base_model or record["base_model_name_or_path"]
     if not base_model and os.path.isabs(base) and not os.path.isdir(base):
         raise UserError(f"{flag} {folder} is an adapter for the base model {base}, which is not there; give the "
                         "base model with --base-model")
-    model = load_model(base, getattr(transformers, "TF" + record["architecture"]),
-                       "--base-model" if base_model else f"{flag} {folder}'s base model")
-    model.build_in_name_scope()
     method = method_class(record["delta"]).from_record(record["settings"])
-    method.apply(model)
     weights = os.path.join(folder, method.weights_file)
     if not os.path.isfile(weights):
         raise UserError(f"{flag} {folder} has no {method.weights_file}; train the adapter again")
-    state = load_file(weights)
+    state = dict(SafetensorsWeights(weights, f"{flag} {folder}", "copy the adapter folder again, or train it again"))
+    model = load_model(base, getattr(transformers, "TF" + record["architecture"]),
+                       "--base-model" if base_model else f"{flag} {folder}'s base model")
+    model.build_in_name_scope()
+    method.apply(model)
     try:
         method.load_state_dict(model, state)
     except (KeyError, ValueError) as error:

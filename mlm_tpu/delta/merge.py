@@ -45,9 +45,9 @@ def export_merged(config, task) -> str:
                         f"{folder} is not one (no mlm_tpu_delta.json)")
     record = read_delta_record(folder)
     check_mergeable(config, record)
-    check_output_dir(config.output_dir, MODEL_FOLDER.names(), config.overwrite)
     tokenizer = load_tokenizer(folder, "--model")
-    model, method = load_adapter(folder, config.base_model)
+    model, method = load_adapter(folder, config.base_model)  # what it reads is checked before where it writes
+    check_output_dir(config.output_dir, MODEL_FOLDER.names(), config.overwrite)
     method.merge(model)
     base = config.base_model or record["base_model_name_or_path"]
     best_path = os.path.join(folder, "best_model.json")

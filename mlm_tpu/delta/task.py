@@ -39,10 +39,10 @@ class DeltaTask:
         return "model_name_or_path" not in self.task.unused_settings
 
     def _config_for_task(self, config):
+        """The config the task checks: one that trains from scratch does not take --model-name-or-path itself."""
         if self._takes_pretrained_weights():
             return config
-        return dataclasses.replace(config, model_name_or_path=None, tokenizer=config.tokenizer or
-                                   config.model_name_or_path)
+        return dataclasses.replace(config, model_name_or_path=None)
 
     def check(self, config) -> None:
         if not config.model_name_or_path:
@@ -55,9 +55,6 @@ class DeltaTask:
             raise UserError(f"--pack cannot run --delta {config.delta}: {self.method.why_not_packed}; drop --pack, or "
                             "choose another --delta")
         self.task.check(self._config_for_task(config))
-
-    def load_tokenizer(self, config):
-        return self.task.load_tokenizer(self._config_for_task(config))
 
     def build_model(self, config, tokenizer, train):
         if self._takes_pretrained_weights():

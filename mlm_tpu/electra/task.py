@@ -19,7 +19,7 @@ from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save
 from mlm_tpu.electra.model import DEFAULT_DISCRIMINATOR_WEIGHT, ElectraPretrainer
 from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, generator_config, generator_size_ratio
 from mlm_tpu.electra.replacements import with_replacement_draws
-from mlm_tpu.electra.validation import ReplacedTokenValidation
+from mlm_tpu.electra.validation import SCORE_NAMES, ReplacedTokenValidation
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.task import MaskedLmTask
 from mlm_tpu.model_folder.card import CardFacts, CardWords
@@ -34,6 +34,7 @@ class ElectraTask(MaskedLmTask):
     unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
+    token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -93,10 +94,11 @@ class ElectraTask(MaskedLmTask):
         if isinstance(model, TFElectraForMaskedLM):
             return CardWords("fill-mask", "the generator of an ELECTRA pretraining run, a small masked language model "
                              "trained from scratch beside its discriminator (the folder above)",
-                             f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict")
+                             f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict",
+                             scores=SCORE_NAMES)
         return CardWords("feature-extraction", "an ELECTRA discriminator pretrained from scratch by replaced-token "
                          "detection, an encoder to fine-tune (its generator is in generator/)",
-                         "Paris is the capital of France.", "")
+                         "Paris is the capital of France.", "", scores=SCORE_NAMES)
 
     def card_facts(self, model, tokenizer, **run) -> CardFacts:
         return CardFacts.of_model(self, model.discriminator, tokenizer, **run)

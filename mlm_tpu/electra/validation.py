@@ -17,6 +17,11 @@ from mlm_tpu.training.evaluation import ShardRunner
 from mlm_tpu.training.task import Scores, Validation
 
 
+SCORE_NAMES = {"loss": "loss", "generator_loss": "generator loss", "generator_accuracy": "generator accuracy",
+               "discriminator_loss": "discriminator loss", "discriminator_accuracy": "discriminator accuracy",
+               "replaced_precision": "replaced precision", "replaced_recall": "replaced recall"}  # the card's, in words
+
+
 def replaced_token_sums(model, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """The sums the scores are made of, for one batch (`model`: an ElectraPretrainer)."""
     outputs = model(**batch, training=False)

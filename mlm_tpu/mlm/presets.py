@@ -8,6 +8,7 @@ from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import load_config
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, align_positions_with_pytorch
+from mlm_tpu.tokenizer.word_starts import family_of
 
 PRESETS = {  # hidden size, layers, attention heads, feed-forward size
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256),
@@ -45,5 +46,6 @@ def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optiona
     # RoBERTa numbers positions from pad_token_id + 1, so the table needs that many extra rows.
     config.max_position_embeddings = max(getattr(config, "max_position_embeddings", 0) or 0,
                                          max_length + config.pad_token_id + 1)
-    config.type_vocab_size = 1
+    # BERT's WordPiece frames a pair [CLS] A [SEP] B [SEP] with token types 0 and 1; RoBERTa's tokenizers give none
+    config.type_vocab_size = 2 if family_of(tokenizer) == "wordpiece" else 1
     return config

@@ -17,7 +17,7 @@ from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
-from mlm_tpu.training.task import Task, Validation
+from mlm_tpu.training.task import Task, Validation, tokenizer_source
 
 DEFAULT_MLM_PROBABILITY = 0.15
 
@@ -34,10 +34,12 @@ class MaskedLmTask(Task):
         self.mlm_probability = DEFAULT_MLM_PROBABILITY
 
     def load_tokenizer(self, config):
-        if not config.tokenizer:
+        source = tokenizer_source(config)  # with --delta, the base model's own when --tokenizer is not given
+        if not source:
             raise UserError("--tokenizer is required: the tokenizer the shards were made with")
-        tokenizer = load_tokenizer(config.tokenizer)
-        _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
+        name, flag = source
+        tokenizer = load_tokenizer(name, flag)
+        _check_mask_token(tokenizer, f"{flag} {name}")
         return tokenizer
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:

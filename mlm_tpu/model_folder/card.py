@@ -1,7 +1,8 @@
 """The model card (README.md) of every saved model folder, in the Hub's format.
 
 Metadata the Hub reads (library_name, pipeline_tag, tags, datasets, a widget example written with
-the tokenizer's own mask token), then what the model is and how it was made (corpus, tokenizer,
+the tokenizer's own mask token, and a model-index of the validation scores, which the Hub shows as the
+model's evaluation results), then what the model is and how it was made (corpus, tokenizer,
 shape, steps, tokens seen, hardware), the validation figures of the saved epoch, the loss plot when
 there is one, and how to load it in transformers 5 with PyTorch and in transformers 4 with
 TensorFlow. The trainer fills `CardFacts` from the run; the export command from a folder's files.
@@ -10,7 +11,7 @@ What a task says of its models (pipeline, summary, widget input, labels) comes f
 """
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
@@ -22,9 +23,9 @@ FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an expo
 SCORE_NAMES = {"loss": "loss", "perplexity": "perplexity", "masked_accuracy": "masked accuracy",
                "token_accuracy": "token accuracy", "accuracy": "accuracy", "macro_f1": "macro F1",
                "exact_match": "exact match", "f1": "token F1", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2",
-               "rougeL": "ROUGE-L", "generator_loss": "generator loss", "generator_accuracy": "generator accuracy",
-               "discriminator_loss": "discriminator loss", "discriminator_accuracy": "discriminator accuracy",
-               "replaced_precision": "replaced precision", "replaced_recall": "replaced recall"}
+               "rougeL": "ROUGE-L"}
+CORRELATIONS = ("matthews_correlation", "pearson", "spearman")  # shown as numbers, not percentages
+METRIC_TYPES = {"macro_f1": "f1", "pearson": "pearsonr", "spearman": "spearmanr"}  # the Hub's metric ids
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class CardWords:
     widget_text: str  # the Hub widget's example input, written as the model takes it
     predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict"; "": it does not)
     labels: Tuple[str, ...] = ()  # a classifier's classes
+    scores: Dict[str, str] = field(default_factory=dict)  # its validation scores' names in words, in order
 
 
 class DescribesItsModels(Protocol):
@@ -66,6 +68,7 @@ class CardFacts:
     global_batch_size: Optional[int] = None
     hardware: Optional[str] = None
     validation: Dict[str, float] = field(default_factory=dict)  # the saved epoch's scores
+    validation_corpus: Optional[dict] = None  # the validation shards' manifest's settings["corpus"]
 
     @classmethod
     def of_model(cls, task: DescribesItsModels, model, tokenizer, **run) -> "CardFacts":
@@ -80,7 +83,8 @@ class CardFacts:
 
     def about(self, task: DescribesItsModels, model, tokenizer) -> "CardFacts":
         """The same run's facts about another model it trained (ELECTRA's generator, beside its discriminator)."""
-        return CardFacts.of_model(task, model, tokenizer, **{name: getattr(self, name) for name in _RUN_FACTS})
+        own = CardFacts.of_model(task, model, tokenizer)
+        return replace(self, **{name: getattr(own, name) for name in _MODEL_FACTS})
 
     @property
     def tokens_seen(self) -> Optional[int]:
@@ -89,7 +93,8 @@ class CardFacts:
         return None
 
 
-_RUN_FACTS = ("corpus", "max_length", "steps", "epoch", "global_batch_size", "hardware", "validation")  # the run's
+# what `of_model` reads from the model and its task; the other facts are the run's
+_MODEL_FACTS = ("task", "words", "model_type", "architecture", "parameters", "layers", "hidden_size", "vocab_size")
 
 
 def _how_it_was_made(facts: CardFacts) -> List[str]:
@@ -129,9 +134,31 @@ def _usage(facts: CardFacts, name: str) -> List[str]:
 
 
 def _score(name: str, value: float) -> str:
-    if name.endswith("loss"):
+    if name in CORRELATIONS or name.endswith("loss"):  # a generator's or discriminator's too
         return f"{value:.4f}"
     return f"{value:.2f}" if name == "perplexity" else f"{value:.2%}"
+
+
+def _shown_scores(facts: CardFacts) -> Dict[str, str]:
+    """The validation scores the card shows, each with its name in words, in a fixed order (the task's first)."""
+    words = {**facts.words.scores, **{name: word for name, word in SCORE_NAMES.items()
+                                      if name not in facts.words.scores}}
+    return {name: word for name, word in words.items() if name in facts.validation}
+
+
+def _eval_results(facts: CardFacts, words: Dict[str, str]):
+    """The model-index entries (huggingface_hub's EvalResult) of the validation scores: the task, the validation
+    data (a Hub dataset by its name; local files as such) and each score."""
+    from huggingface_hub import EvalResult
+
+    corpus = facts.validation_corpus or {}
+    hub = datasets_of(corpus)
+    dataset = {"dataset_type": hub[0] if hub else "local-files", "dataset_name": describe_corpus(corpus),
+               "dataset_config": corpus.get("dataset_config") if hub else None,
+               "dataset_split": corpus.get("split") if hub else None}
+    return [EvalResult(task_type=facts.words.pipeline_tag, **dataset, metric_type=METRIC_TYPES.get(name, name),
+                       metric_name=word, metric_value=round(float(facts.validation[name]), 6))
+            for name, word in words.items()]
 
 
 def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
@@ -139,17 +166,18 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
     from huggingface_hub import ModelCard, ModelCardData
 
     words = facts.words
+    shown = _shown_scores(facts)
     data = ModelCardData(library_name="transformers", pipeline_tag=words.pipeline_tag,
                          tags=["mlm_tpu", facts.model_type, facts.task, "tensorflow", "pytorch", "safetensors"],
-                         datasets=datasets_of(facts.corpus) or None, widget=[{"text": words.widget_text}])
+                         datasets=datasets_of(facts.corpus) or None, widget=[{"text": words.widget_text}],
+                         model_name=name if shown else None,
+                         eval_results=_eval_results(facts, shown) if shown else None)
     body = [f"# {name}", "", f"{words.summary[0].upper()}{words.summary[1:]}, "
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]
-    if facts.validation:
-        shown = {name: facts.validation[name] for name in SCORE_NAMES if name in facts.validation}  # a fixed order
-        body += ["## Validation", "", "| " + " | ".join(SCORE_NAMES[name] for name in shown) + " |",
-                 "|" + " --- |" * len(shown),
-                 "| " + " | ".join(_score(name, value) for name, value in shown.items()) + " |", ""]
+    if shown:
+        body += ["## Validation", "", "| " + " | ".join(shown.values()) + " |", "|" + " --- |" * len(shown),
+                 "| " + " | ".join(_score(name, facts.validation[name]) for name in shown) + " |", ""]
     if has_loss_plot:
         body += ["## Loss", "", f"![training and validation loss]({LOSS_PLOT})", ""]
     body += _usage(facts, name)
@@ -177,6 +205,7 @@ def recorded_card_facts(folder: str) -> Optional[CardFacts]:
     try:
         words = stored["words"]
         return CardFacts(**{key: value for key, value in stored.items() if key in known and key != "words"},
-                         words=CardWords(**{**words, "labels": tuple(words.get("labels", ()))}))
+                         words=CardWords(**{**words, "labels": tuple(words.get("labels", ())),
+                                            "scores": dict(words.get("scores") or {})}))
     except (AttributeError, TypeError, KeyError):  # not a dict, or a field missing: written by something else
         return None

@@ -155,13 +155,16 @@ def export_model(config: ExportConfig, task: DescribesItsModels) -> str:
     if not any(os.path.isfile(os.path.join(folder, name)) for name in TF_WEIGHTS):
         raise UserError(f"--model {folder} holds no TensorFlow weights (tf_model.h5); export reads TensorFlow folders")
     class_name = pytorch_class_name(model_config, folder)
+    tokenizer = load_tokenizer(folder, "--model")
+    model = load_tensorflow_model(folder, class_name)  # what it reads is checked before where it writes
     output_dir = config.output_dir or folder
     in_place = os.path.exists(output_dir) and os.path.samefile(folder, output_dir)
     if not in_place and os.path.isdir(output_dir):
         check_same_model(output_dir, model_config)
-    check_output_dir(output_dir, files_written(folder, output_dir, model_config), config.overwrite)
-    tokenizer = load_tokenizer(folder, "--model")
-    model = load_tensorflow_model(folder, class_name)
+    # in place, the folder is the one the user gave as --model
+    where, instead = (None, None) if config.output_dir else (f"--model {folder}", "give an --output-dir for a copy")
+    check_output_dir(output_dir, files_written(folder, output_dir, model_config), config.overwrite, where=where,
+                     instead=instead)
     log(f"Exporting {folder} ({class_name}, {model.count_params():,} parameters) -> {output_dir}")
     keep_card = keeps_earlier_card(folder)
     with staged_output_dir(output_dir) as staging:

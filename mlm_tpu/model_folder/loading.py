@@ -13,13 +13,13 @@ needed) as the mapping it expects.
 import glob
 import os
 from collections.abc import Mapping
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 
-def _check_model_folder(name_or_path: str, flag: str) -> None:
+def check_model_folder(name_or_path: str, flag: str) -> None:
     """A local path must be a saved model; anything else is taken for a Hub name."""
     if os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~")):
         if not os.path.isfile(os.path.join(name_or_path, "config.json")):
@@ -28,12 +28,18 @@ def _check_model_folder(name_or_path: str, flag: str) -> None:
 
 
 class SafetensorsWeights(Mapping):
-    """A safetensors file as the mapping of PyTorch names to arrays that transformers' loader iterates over."""
+    """A safetensors file as a mapping of names to arrays (what transformers' loader iterates over), read as it is
+    used; a damaged file (cut short, or not safetensors) is one line naming it: `what` says whose file it is, `fix`
+    what to do."""
 
-    def __init__(self, path: str):
-        from safetensors import safe_open
+    def __init__(self, path: str, what: str, fix: str):
+        from safetensors import SafetensorError, safe_open
 
-        self._file = safe_open(path, framework="numpy")
+        try:
+            self._file = safe_open(path, framework="numpy")
+        except (SafetensorError, OSError) as error:
+            raise UserError(f"{what}: its {os.path.basename(path)} is not a readable safetensors file "
+                            f"({reason_of(error)}; it may have been cut short); {fix}") from None
 
     def __iter__(self):
         return iter(self._file.keys())
@@ -64,7 +70,8 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     model.build_in_name_scope()
     loaded = set()
     for path in files:
-        _, info = load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again")
+        _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False,
                                                        allow_missing_keys=True, output_loading_info=True,
                                                        skip_logger_warnings=True)
         loaded.add(frozenset(info["missing_keys"]))
@@ -75,10 +82,61 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     return model
 
 
+def _check_tensorflow_weights(folder: str, flag: str) -> None:
+    """A local tf_model.h5 that HDF5 cannot open (cut short by a copy or a full disk) named as such: transformers
+    says only "Unable to load weights from h5 file", and suggests from_pt=True."""
+    import h5py
+
+    path = os.path.join(folder, "tf_model.h5")
+    if not os.path.isfile(path):
+        return
+    try:
+        h5py.File(path, "r").close()
+    except OSError as error:
+        raise UserError(f"{flag} {folder}: its tf_model.h5 cannot be read ({reason_of(error)}; it may have been cut "
+                        "short); copy the model folder again") from None
+
+
+def load_with_new_head(name_or_path: str, model_class, config, flag: str):
+    """`model_class` with `config` (the saved model's, with other settings of its head), its weights read from the
+    folder (TensorFlow or PyTorch layout) or Hub name; the weights it lacks, or holds in other shapes (a head of
+    other labels), are new. Returns (model, the names of the new weights); a missing weight of the encoder itself
+    is one error line."""
+    check_model_folder(name_or_path, flag)
+    _check_tensorflow_weights(name_or_path, flag)
+    try:
+        files = pytorch_checkpoint_files(name_or_path)
+        if files:
+            from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+
+            model = model_class.from_config(config)
+            model.build_in_name_scope()
+            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+                                                          allow_missing_keys=True, output_loading_info=True,
+                                                          ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
+                     for path in files]
+            missing = frozenset.intersection(*(frozenset(info["missing_keys"]) for info in infos))
+            mismatched = {key for info in infos for key, *_ in info["mismatched_keys"]}
+        else:
+            model, info = model_class.from_pretrained(name_or_path, config=config, use_safetensors=False,
+                                                      output_loading_info=True, ignore_mismatched_sizes=True)
+            missing, mismatched = set(info["missing_keys"]), {key for key, *_ in info["mismatched_keys"]}
+    except (OSError, ValueError, KeyError) as error:
+        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
+                        f"({reason_of(error)})") from None
+    encoder = [key for key in missing if key.split(".")[0] == model.base_model_prefix or
+               f"/{model.base_model_prefix}/" in key]
+    if encoder:
+        raise UserError(f"{flag} {name_or_path} lacks {len(encoder)} weights of the {config.model_type} encoder "
+                        f"({', '.join(sorted(encoder)[:3])}, ...); is it a checkpoint of this model?")
+    return model, sorted(set(missing) | mismatched)
+
+
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
     weights), or a Hub name."""
-    _check_model_folder(name_or_path, flag)
+    check_model_folder(name_or_path, flag)
+    _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
         if files:
@@ -91,9 +149,43 @@ def load_model(name_or_path: str, model_class, flag: str = "--model"):
 
 def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
     """(model, tokenizer), both from the same folder or Hub name; the quick checks first."""
-    _check_model_folder(name_or_path, flag)
+    check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
     return load_model(name_or_path, model_class, flag), tokenizer
+
+
+def read_model_config(name_or_path: str, flag: str):
+    """The config of a saved model (a folder or a Hub name), without loading its weights."""
+    from transformers import AutoConfig
+
+    check_model_folder(name_or_path, flag)
+    try:
+        return AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{flag} '{name_or_path}' is neither a model folder here nor a reachable Hub model "
+                        f"({reason_of(error)}); check the name") from None
+
+
+def model_types(model_class) -> Tuple[str, ...]:
+    """The model types `model_class` can be built as: its config's, or every one an Auto class maps."""
+    mapping = getattr(model_class, "_model_mapping", None)
+    if mapping is None:
+        return (model_class.config_class.model_type,)
+    return tuple(config_class.model_type for config_class in mapping.keys())
+
+
+def check_model_type(base_config, model_class, where: str, needed_by: str) -> None:
+    """Refuse a saved model (its config) of a type `model_class` cannot be (a T5 task given a RoBERTa: transformers
+    would build a T5 from the RoBERTa's config and fail at the first step); `where` names it ("--model-name-or-path
+    runs/x"), `needed_by` says who needs it ("--task generation")."""
+    found = base_config.model_type
+    types = model_types(model_class)
+    if found in types:
+        return
+    wanted = (f"a {types[0]} base" if len(types) == 1 else
+              f"a base of one of the types {', '.join(types[:5])}{', ...' if len(types) > 5 else ''}")
+    raise UserError(f"{needed_by} needs {wanted}; {where} is a {found} model: give such a base, or the --task of a "
+                    f"{found} model")
 
 
 def model_type(name_or_path: str) -> Optional[str]:

@@ -30,7 +30,6 @@ import numpy as np
 
 from mlm_tpu.corpus import Corpus, CorpusPart
 from mlm_tpu.shards.compact import compact_columns, expand_columns
-from mlm_tpu.shards.format import TEXT2TEXT
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.writer import ShardInfo, manifest_of, write_manifest, write_shard
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -194,7 +193,7 @@ class WriteManifest(_WritingTheSplit):
 
     def process(self, _, entries: List[Tuple[int, dict]], counters: Optional[dict]):
         if counters is None or not counters["documents"]:
-            raise self.corpus.empty_error(rows=self.config.task == TEXT2TEXT)
+            raise self.corpus.empty_error(rows=self.maker.unit_name == "rows")
         maker = self.maker
         maker.restore(self.fresh)
         maker.add_counters(counters)

@@ -2,8 +2,8 @@
 
 A 1,000-token row of Python ints is ~28 KB pickled; as uint16 (any vocabulary below 65,536 pieces)
 it is 2 KB. Each array travels in the narrowest type that holds its values (uint8 for an attention
-mask, uint16 for ids, int16 for T5 labels with their -100), as plain bytes, tuples and strings that
-Beam's own coder handles without pickling.
+mask, uint16 for ids, int16 for T5 labels with their -100; float arrays, a regression split's scores,
+as float32), as plain bytes, tuples and strings that Beam's own coder handles without pickling.
 """
 
 from typing import Dict, Tuple
@@ -15,7 +15,9 @@ NARROW_TYPES = (np.uint8, np.uint16, np.int16, np.int32, np.int64)
 
 
 def compact(array: np.ndarray) -> Compact:
-    """`array` in the narrowest of NARROW_TYPES that holds all its values."""
+    """`array` in the narrowest of NARROW_TYPES that holds all its values (float32, if it holds floats)."""
+    if np.issubdtype(array.dtype, np.floating):
+        return np.dtype(np.float32).str, tuple(array.shape), array.astype(np.float32, copy=False).tobytes()
     low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
     narrow = next(np.dtype(kind) for kind in NARROW_TYPES
                   if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max)

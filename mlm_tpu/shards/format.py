@@ -8,7 +8,12 @@ the exact number of records, as the 🤗 TPU example's `-\\d+-(\\d+)\\.tfrecord`
 Kinds of split (the sharder's `--task`), and the features each example holds:
 - mlm: input_ids and attention_mask of max_length (packed documents, each framed [CLS] ... [SEP]);
 - text2text: the same, plus labels of max_target_length (-100 where there is no target token);
-- span-corruption: input_ids of the raw length T only (packed documents, corrupted while training).
+- span-corruption: input_ids of the raw length T only (packed documents, corrupted while training);
+- sequence-classification: input_ids, attention_mask and token_type_ids of max_length (one text, or a pair, per
+  row), and labels of length 1: a class id, or a float32 score in a regression split;
+- token-classification: the same inputs, and labels of max_length: each word's tag id on its first piece, -100 on
+  its other pieces and on special tokens and padding.
+Every feature is int64 but a regression split's labels (float32): the manifest says each feature's dtype.
 """
 
 import re
@@ -20,7 +25,10 @@ SHARD_SUFFIX = ".tfrecord"
 SHARD_COUNT = re.compile(r"-\d+-(\d+)\.tfrecord$")  # the reference training script's regex
 
 MLM, TEXT2TEXT, SPAN_CORRUPTION = "mlm", "text2text", "span-corruption"
-KINDS = (MLM, TEXT2TEXT, SPAN_CORRUPTION)
+SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION = "sequence-classification", "token-classification"
+ENCODER_KINDS = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)  # labelled examples for encoders (BERT, RoBERTa...)
+KINDS = (MLM, TEXT2TEXT, SPAN_CORRUPTION, *ENCODER_KINDS)
+REGRESSION = "regression"  # a sequence-classification split's problem_type when its labels are scores
 
 
 WRITER_RECORD = ".writer.json"  # in a split being written: which job writes it (host, pid), removed at the end
@@ -47,7 +55,15 @@ def features_of(kind: str, length: Optional[int], target_length: Optional[int] =
     features = {"input_ids": length, "attention_mask": length}
     if kind == TEXT2TEXT:
         features["labels"] = target_length
+    if kind in ENCODER_KINDS:
+        features["token_type_ids"] = length
+        features["labels"] = 1 if kind == SEQUENCE_CLASSIFICATION else length
     return features
+
+
+def token_id_features(kind: str):
+    """The features of a split of `kind` that hold token ids (checked against the model's vocabulary)."""
+    return ("input_ids", "labels") if kind == TEXT2TEXT else ("input_ids",)
 
 
 def kind_of(feature_names: Iterable[str]) -> str:
@@ -58,9 +74,20 @@ def kind_of(feature_names: Iterable[str]) -> str:
     return MLM if "attention_mask" in names else SPAN_CORRUPTION
 
 
-def manifest_features(lengths: Dict[str, int]) -> Dict[str, dict]:
+def feature_dtypes(settings: Dict[str, object]) -> Dict[str, str]:
+    """The features of a split with these settings (a manifest's) that are not int64: a regression split's labels."""
+    return {"labels": "float32"} if settings.get("problem_type") == REGRESSION else {}
+
+
+def manifest_features(lengths: Dict[str, int], dtypes: Optional[Dict[str, str]] = None) -> Dict[str, dict]:
     """How the manifest lists the features."""
-    return {name: {"dtype": "int64", "length": length} for name, length in lengths.items()}
+    return {name: {"dtype": (dtypes or {}).get(name, "int64"), "length": length} for name, length in lengths.items()}
+
+
+def manifest_dtypes(manifest: dict) -> Dict[str, str]:
+    """The features a manifest lists with another dtype than int64."""
+    return {name: feature["dtype"] for name, feature in manifest["features"].items()
+            if isinstance(feature, dict) and feature.get("dtype", "int64") != "int64"}
 
 
 def feature_lengths(manifest: dict) -> Dict[str, int]:

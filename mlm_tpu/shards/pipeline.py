@@ -28,7 +28,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.format import IGNORE_INDEX, token_id_features
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_short_shard
 
@@ -41,17 +41,20 @@ Transform = Callable[[tf.Tensor, Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]
 
 def decoder(shards: ShardSet, transform: Optional[Transform], vocab_size: Optional[int]):
     """(batch number, serialized records) -> the batch as the model takes it, int32; every token id checked to
-    be below `vocab_size` (on TPUs and GPUs an id beyond the embeddings reads zeros instead of failing)."""
-    schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
+    be below `vocab_size` (on TPUs and GPUs an id beyond the embeddings reads zeros instead of failing). Float
+    features (a regression split's labels) stay float32."""
+    dtypes = shards.dtypes or {}
+    schema = {name: tf.io.FixedLenFeature([length], tf.float32 if name in dtypes else tf.int64)
+              for name, length in shards.features.items()}
 
     def decode(batch_number, records):
         examples = tf.io.parse_example(records, schema)
         if vocab_size is not None:
-            largest = tf.reduce_max([tf.reduce_max(examples[name]) for name in ("input_ids", "labels")
+            largest = tf.reduce_max([tf.reduce_max(examples[name]) for name in token_id_features(shards.kind)
                                      if name in examples])
             with tf.control_dependencies([tf.debugging.Assert(largest < vocab_size, [ID_BEYOND_VOCABULARY, largest])]):
                 examples = {name: tf.identity(values) for name, values in examples.items()}
-        batch = {name: tf.cast(values, tf.int32) for name, values in examples.items()}
+        batch = {name: values if name in dtypes else tf.cast(values, tf.int32) for name, values in examples.items()}
         return transform(batch_number, batch) if transform else batch
 
     return decode

@@ -14,18 +14,24 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import (MANIFEST, MLM, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT, WRITER_RECORD,
-                                   feature_lengths, features_of, kind_of, kind_of_manifest)
+from mlm_tpu.shards.format import (MANIFEST, MLM, SEQUENCE_CLASSIFICATION, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT,
+                                   TOKEN_CLASSIFICATION, WRITER_RECORD, feature_lengths, features_of, kind_of,
+                                   kind_of_manifest, manifest_dtypes)
 from mlm_tpu.shards.tfrecord import iter_records
 
 LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
-                "labels": ("--max-target-length", "targets")}
+                "token_type_ids": ("--max-length", "token types"), "labels": ("--max-target-length", "targets")}
 HOW_TO_MAKE = {MLM: "`python -m mlm_tpu.shard` (--task mlm)", TEXT2TEXT: "`python -m mlm_tpu.shard --task text2text`",
-               SPAN_CORRUPTION: "`python -m mlm_tpu.shard --task span-corruption` with a T5 tokenizer"}
+               SPAN_CORRUPTION: "`python -m mlm_tpu.shard --task span-corruption` with a T5 tokenizer",
+               SEQUENCE_CLASSIFICATION: "`python -m mlm_tpu.shard --task sequence-classification`",
+               TOKEN_CLASSIFICATION: "`python -m mlm_tpu.shard --task token-classification`"}
 WHAT_THEY_ARE = {MLM: "masked-LM examples", TEXT2TEXT: "text-to-text examples (they hold labels)",
-                 SPAN_CORRUPTION: "raw rows for span corruption"}
+                 SPAN_CORRUPTION: "raw rows for span corruption",
+                 SEQUENCE_CLASSIFICATION: "texts (or pairs) with a label each",
+                 TOKEN_CLASSIFICATION: "words with a tag each"}
 TRAINED_WITH = {MLM: "--task mlm", TEXT2TEXT: "--task classification or --task generation",
-                SPAN_CORRUPTION: "--task span-corruption"}
+                SPAN_CORRUPTION: "--task span-corruption", SEQUENCE_CLASSIFICATION: "--task sequence-classification",
+                TOKEN_CLASSIFICATION: "--task token-classification"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class ShardSet:
     kind: str = MLM
     starts: Optional[List[int]] = None
     totals: Optional[List[int]] = None
+    dtypes: Optional[Dict[str, str]] = None  # the features that are not int64 (a regression split's float32 labels)
 
     @property
     def records(self) -> int:
@@ -119,7 +126,8 @@ def find_shards(location: str, kind: Optional[str], lengths: Optional[Dict[str, 
         kind, lengths = found_kind, features_of(found_kind, None, None)
     _check_kind(found_kind, kind, flag, folder)
     _check_lengths(found, lengths, flag, folder)
-    return ShardSet(files, counts, {name: found[name] for name in lengths}, manifest, found_kind)
+    return ShardSet(files, counts, {name: found[name] for name in lengths}, manifest, found_kind,
+                    dtypes=manifest_dtypes(manifest) if manifest else None)
 
 
 def _read_manifest(folder: str, flag: str) -> Optional[dict]:
@@ -204,7 +212,8 @@ def _first_record_lengths(path: str) -> Dict[str, int]:
     if "input_ids" not in features:
         raise UserError(f"{path} has no input_ids feature; it was not made by `python -m mlm_tpu.shard` or the "
                         "reference sharder")
-    return {name: len(feature.int64_list.value) for name, feature in sorted(features.items())}
+    return {name: len(feature.int64_list.value) or len(feature.float_list.value)
+            for name, feature in sorted(features.items())}
 
 
 def _check_kind(found: str, wanted: str, flag: str, folder: str) -> None:

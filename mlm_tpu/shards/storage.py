@@ -12,6 +12,7 @@ from typing import Dict, Optional
 
 from mlm_tpu.cloud_storage import bucket_and_path, gcs_call, make_client
 from mlm_tpu.errors import UserError
+from mlm_tpu.output_dir import give_umask_mode
 
 
 class LocalStorage:
@@ -65,7 +66,7 @@ class LocalStorage:
         try:
             with os.fdopen(descriptor, "wb") as stream:
                 stream.write(data)
-            os.chmod(temporary, 0o644)
+            give_umask_mode(temporary)
             put_in_place(temporary, self.location(name))
         except FileExistsError:
             raise

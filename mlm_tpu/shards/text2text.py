@@ -60,10 +60,42 @@ def merged_target_counts(counts: Optional[Dict[str, int]], more: Optional[Dict[s
     return dict(sorted(merged.items())) if len(merged) <= MAX_COUNTED_TARGETS else None
 
 
-class Text2TextExamples(ExampleMaker):
-    """One example per corpus row: inputs from `input_columns` (and `source_prefix`), labels from `target_column`."""
+class RowExamples(ExampleMaker):
+    """One example per corpus row (text-to-text, and labelled examples for encoders): the rows are the units, a
+    batch's encoding is its examples, and the distinct values of `counted` (targets, labels) are counted."""
 
     unit_name = "rows"
+    units_per_example = 1
+    counted: str  # the counter of distinct values: a dict, value -> rows (None beyond MAX_COUNTED_TARGETS)
+
+    def __init__(self):
+        super().__init__()
+        self.counters[self.counted] = {}
+
+    def count_values(self, values: Sequence[str]) -> None:
+        self.counters[self.counted] = merged_target_counts(self.counters[self.counted], Counter(values))
+
+    @classmethod
+    def merged_counters(cls, counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
+        numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
+                                                if key != cls.counted}, more)
+        return {**numbers, cls.counted: merged_target_counts(counters[cls.counted], more[cls.counted])}
+
+    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
+        cut = min(count, len(piece["input_ids"]))
+        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
+
+    def examples(self, piece: Features) -> Features:
+        return piece
+
+    def whole_examples(self, units: Features) -> Features:
+        return units
+
+
+class Text2TextExamples(RowExamples):
+    """One example per corpus row: inputs from `input_columns` (and `source_prefix`), labels from `target_column`."""
+
+    counted = "target_counts"
 
     def __init__(self, tokenizer, num_threads: int, input_columns: Sequence[str], target_column: str,
                  source_prefix: str, max_length: int, max_target_length: int):
@@ -78,10 +110,8 @@ class Text2TextExamples(ExampleMaker):
         self.source_prefix = source_prefix
         self.max_length = max_length
         self.max_target_length = max_target_length
-        self.units_per_example = 1  # a unit is a row: each row makes one example
         self.feature_lengths = {"input_ids": max_length, "attention_mask": max_length, "labels": max_target_length}
-        self.counters.update({"input_tokens": 0, "target_tokens": 0, "truncated_inputs": 0, "truncated_targets": 0,
-                              "target_counts": {}})
+        self.counters.update({"input_tokens": 0, "target_tokens": 0, "truncated_inputs": 0, "truncated_targets": 0})
 
     def batches(self, corpus, batch_size: int) -> Iterator[List[Record]]:
         return corpus.record_batches((*self.input_columns, self.target_column), batch_size,
@@ -111,31 +141,12 @@ class Text2TextExamples(ExampleMaker):
         counters["target_tokens"] += sum(map(len, target_ids))
         counters["truncated_inputs"] += sum(len(ids) > self.max_length for ids in input_ids)
         counters["truncated_targets"] += sum(len(ids) > self.max_target_length for ids in target_ids)
-        self._count_targets(targets)
+        self.count_values(targets)
         inputs = padded_inputs([head_and_tail(ids, self.max_length) for ids in input_ids], self.max_length,
                                self.pad_id)
         labels = padded_rows([head_and_end(ids, self.max_target_length) for ids in target_ids],
                              self.max_target_length, IGNORE_INDEX)
         return {**inputs, "labels": labels}
-
-    def _count_targets(self, targets: Sequence[str]) -> None:
-        self.counters["target_counts"] = merged_target_counts(self.counters["target_counts"], Counter(targets))
-
-    @staticmethod
-    def merged_counters(counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
-        numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
-                                                if key != "target_counts"}, more)
-        return {**numbers, "target_counts": merged_target_counts(counters["target_counts"], more["target_counts"])}
-
-    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
-        cut = min(count, len(piece["input_ids"]))
-        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
-
-    def examples(self, piece: Features) -> Features:
-        return piece
-
-    def whole_examples(self, units: Features) -> Features:
-        return units
 
     def totals(self) -> Dict[str, object]:
         return {key: self.counters[key] for key in ("documents", "input_tokens", "target_tokens", "truncated_inputs",

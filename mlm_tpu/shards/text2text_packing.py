@@ -17,11 +17,12 @@ each chunk packed greedily in order (a row never spans two chunks). Every epoch 
 of steps: as many as epoch 1's packing fills in the virtual pipeline that fills fewest, computed at
 start from the examples' lengths; a later epoch whose packing makes a few rows more drops them (as
 unpacked epochs drop their last partial batch), one that makes fewer ends with empty rows, which
-take no loss. A resumed run rebuilds its epoch's packing from the epoch's start and drops the rows
-before its step (never sent to the device).
+take no loss. Counting them packs the whole training set once, so the count is kept (packed_rows.py). A
+resumed run rebuilds its epoch's packing from the epoch's start and drops the rows before its step (never sent
+to the device).
 """
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
@@ -101,16 +102,22 @@ def _empty_rows(shards: ShardSet) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensors(row).repeat()
 
 
+def packed_rows_per_pipeline(shards: ShardSet, pipelines: int, *, seed: int, window: int) -> List[int]:
+    """How many packed rows epoch 1 makes in each of `pipelines` virtual pipelines (`window`: each one's shuffling
+    window): each reads and packs its whole part once, so packed_rows.py keeps the count."""
+    decode, counts = decoder(shards, None, None), []
+    for pipeline in range(pipelines):
+        order = TrainingOrder.of(shards.share(pipeline, pipelines), seed, pipeline, window)
+        rows = _packed_rows(order, decode, 0).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
+        counts.append(int(rows.numpy()))
+    return counts
+
+
 def packed_steps_per_epoch(shards: ShardSet, layout: BatchLayout, *, seed: int, window: int) -> int:
     """Steps in which every virtual pipeline has its whole part of the batch in packed rows: the fewest that epoch
-    1's packing fills in any of them (each reads its shards once to count)."""
-    decode, counts = decoder(shards, None, None), []
-    for pipeline in range(layout.input_pipelines):
-        order = TrainingOrder.of(shards.share(pipeline, layout.input_pipelines), seed, pipeline,
-                                 pipeline_window(window, layout))
-        rows = _packed_rows(order, decode, 0).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
-        counts.append(int(rows.numpy()) // layout.rows_per_pipeline)
-    return min(counts)
+    1's packing fills in any of them (counted now; packed_rows.py keeps the count)."""
+    rows = packed_rows_per_pipeline(shards, layout.input_pipelines, seed=seed, window=pipeline_window(window, layout))
+    return min(rows) // layout.rows_per_pipeline
 
 
 def host_packed_batches(shards: ShardSet, layout: BatchLayout, host: int, *, seed: int, window: int,

@@ -1,4 +1,4 @@
-"""TFRecord files of `tf.train.Example`s with fixed-length int64 features, without TensorFlow.
+"""TFRecord files of `tf.train.Example`s with fixed-length int64 (or float32) features, without TensorFlow.
 
 Writing the bytes directly (vectorised varints, C crc32c) is several times faster than building
 one `tf.train.Example` object per chunk, and keeps `import tensorflow` (~4 s) out of sharding.
@@ -57,25 +57,33 @@ def _packed_varints(rows: np.ndarray) -> List[bytes]:
     return [data[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-def _feature_entry(name: str, packed: bytes) -> bytes:
-    """One `features.feature` map entry: key -> Feature{int64_list{value: packed}}."""
-    feature = _field(3, _field(1, packed))
+def _packed_floats(rows: np.ndarray) -> List[bytes]:
+    """Each row of a float array as protobuf packed float32 values (little-endian, 4 bytes each)."""
+    return [row.tobytes() for row in np.ascontiguousarray(rows, dtype="<f4")]
+
+
+def _feature_entry(name: str, packed: bytes, floats: bool = False) -> bytes:
+    """One `features.feature` map entry: key -> Feature{int64_list{value: packed}} (or float_list)."""
+    feature = _field(2 if floats else 3, _field(1, packed))
     return _field(1, _field(1, name.encode()) + _field(2, feature))
 
 
 def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
-    """Serialized `tf.train.Example`s, one per row of the equally shaped int arrays in `features`."""
+    """Serialized `tf.train.Example`s, one per row of the arrays in `features` (int arrays as int64 lists, float
+    arrays as float32 lists)."""
     names = sorted(features)
     rows = len(features[names[0]])
     per_feature = []
     for name in names:
         array = features[name]
+        floats = np.issubdtype(array.dtype, np.floating)
+        pack = _packed_floats if floats else _packed_varints
         constant = array.size and (array == array.flat[0]).all()
         if constant:  # e.g. an all-ones attention mask: encode one row, reuse it
-            entry = _feature_entry(name, _packed_varints(array[:1])[0])
+            entry = _feature_entry(name, pack(array[:1])[0], floats)
             per_feature.append([entry] * rows)
         else:
-            per_feature.append([_feature_entry(name, packed) for packed in _packed_varints(array)])
+            per_feature.append([_feature_entry(name, packed, floats) for packed in pack(array)])
     return [_field(1, b"".join(entries)) for entries in zip(*per_feature)]
 
 

@@ -20,9 +20,9 @@ from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.span_corruption import SpanCorrupter
 from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sentinel_id, lengths_at,
                                          longest_inputs_within)
-from mlm_tpu.t5.text2text_task import build_t5, load_t5_tokenizer, t5_card_words
+from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
-from mlm_tpu.training.task import BestMetric, Task, Validation
+from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -50,7 +50,7 @@ class SpanCorruptionTask(Task):
         self.lengths: Optional[SpanLengths] = None
 
     def load_tokenizer(self, config):
-        return load_t5_tokenizer(config)
+        return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
         return features_of(SPAN_CORRUPTION, None)  # --max-length is checked against the corrupted inputs

@@ -21,24 +21,14 @@ from mlm_tpu.model_folder.task_settings import record_task_settings, task_settin
 from mlm_tpu.shards.format import TEXT2TEXT, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.classification import ClassificationScorer, LabelSet
-from mlm_tpu.t5.evaluation import Text2TextValidation, can_compile_per_replica
+from mlm_tpu.t5.evaluation import can_compile_per_replica
 from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
 from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
-from mlm_tpu.tokenizer.load import load_tokenizer
-from mlm_tpu.training.task import BestMetric, Task, Validation
+from mlm_tpu.training.evaluation import PredictionValidation
+from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
-
-
-def load_t5_tokenizer(config):
-    """--tokenizer, else the tokenizer of --model-name-or-path."""
-    if config.tokenizer:
-        return load_tokenizer(config.tokenizer)
-    if config.model_name_or_path:
-        return load_tokenizer(config.model_name_or_path, "--model-name-or-path")
-    raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
-                    "--model-name-or-path whose tokenizer made them")
 
 
 def build_t5(config, tokenizer, settings: Dict[str, object]):
@@ -93,7 +83,7 @@ class Text2TextTask(Task):
                             "(from scratch), not both")
 
     def load_tokenizer(self, config):
-        return load_t5_tokenizer(config)
+        return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
         return features_of(TEXT2TEXT, max_length, max_target_length)
@@ -127,7 +117,7 @@ class Text2TextTask(Task):
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
         jit_compile = on_tpu or (self.name == "generation" and can_compile_per_replica(strategy))
-        return Text2TextValidation(strategy, model, self.scorer, shards, per_replica_batch_size, jit_compile)
+        return PredictionValidation(strategy, model, self.scorer, shards, per_replica_batch_size, jit_compile)
 
     def card_words(self, model, tokenizer) -> CardWords:
         settings = task_settings(model.config) or {}

@@ -1,7 +1,8 @@
-"""Train a Unigram tokenizer on a corpus and save it (`python -m mlm_tpu.tokenizer train`, `train_tokenizer`).
+"""Train a tokenizer on a corpus and save it (`python -m mlm_tpu.tokenizer train`, `train_tokenizer`).
 
-The result is a `save_pretrained` folder that `AutoTokenizer.from_pretrained` loads, plus
-`tokenizer_training.json` saying how it was made. It is always saved locally, and pushed to the
+Unigram (the default), byte-level BPE or WordPiece (`--algorithm`, families.py), each with its family's
+special tokens and framing. The result is a `save_pretrained` folder that `AutoTokenizer.from_pretrained`
+loads, plus `tokenizer_training.json` saying how it was made. It is always saved locally, and pushed to the
 Hub when asked. With `--sample-documents N` it trains on a uniform, seeded sample of N documents
 of the corpus, read in one pass holding only the sample (sample.py): how a C4-sized corpus is done.
 """
@@ -25,8 +26,9 @@ from mlm_tpu.errors import UserError, os_reason
 from mlm_tpu.hub import push_folder_to_hub
 from mlm_tpu.output_dir import TOKENIZER_FOLDER, check_output_dir, staged_output_dir
 from mlm_tpu.tokenizer.card import tokenizer_card_text
+from mlm_tpu.tokenizer.families import DEFAULT_ALGORITHM, FAMILIES, TEMPLATE_NAMES, Family
 from mlm_tpu.tokenizer.sample import reservoir_sample
-from mlm_tpu.tokenizer.unigram import TEMPLATES, as_transformers_tokenizer, train_unigram
+from mlm_tpu.tokenizer.templates import NORMALIZATIONS, Options, Template, as_transformers_tokenizer
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
 DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
@@ -40,7 +42,11 @@ class TokenizerTrainingConfig:
 
     output_dir: str  # folder to save the tokenizer in
     corpus: CorpusSource = field(default_factory=CorpusSource)
+    algorithm: str = DEFAULT_ALGORITHM  # the family: unigram, bpe (byte-level) or wordpiece
     template: str = "mlm"  # special tokens and framing: mlm (RoBERTa) or t5
+    byte_fallback: bool = False  # unigram: the 256 byte pieces stand in for unknown characters
+    lowercase: bool = False
+    normalization: str = "none"  # or nfkc
     vocab_size: int = setting(DEFAULT_VOCAB_SIZE, low=1, high=MAX_VOCAB_SIZE)  # special tokens included
     batch_size: int = setting(1000, low=1)  # documents handed to the trainer at a time
     model_max_length: int = setting(512, low=2)  # longest sequence a model using the tokenizer accepts
@@ -53,16 +59,52 @@ class TokenizerTrainingConfig:
 
 def check_config(config: TokenizerTrainingConfig) -> None:
     check_ranges(config)
-    if config.template not in TEMPLATES:
-        raise UserError(f"--template must be one of {', '.join(sorted(TEMPLATES))}, not '{config.template}'")
-    reserved = TEMPLATES[config.template].reserved
+    family = _family(config)
+    if config.template not in TEMPLATE_NAMES:
+        raise UserError(f"--template must be one of {', '.join(TEMPLATE_NAMES)}, not '{config.template}'")
+    if config.template not in family.templates:
+        raise UserError(f"--template {config.template} goes with --algorithm unigram only (T5's vocabulary is a "
+                        f"SentencePiece Unigram model); --algorithm {config.algorithm} takes --template "
+                        f"{', '.join(family.templates)}")
+    if config.byte_fallback and not family.byte_fallback:
+        raise UserError(f"--byte-fallback is for --algorithm unigram; --algorithm {config.algorithm} "
+                        + ("is byte-level already: nothing becomes <unk>" if family.alphabet else
+                           "has no byte pieces (use --algorithm bpe, or unigram --byte-fallback, where nothing "
+                           "may become unknown)"))
+    if config.normalization not in NORMALIZATIONS:
+        raise UserError(f"--normalization must be one of {', '.join(NORMALIZATIONS)}, not '{config.normalization}'")
+    template = _template(config)
+    if not template.plain_class_fallback and not template.rebuilt_by_wrapper(_options(config)):
+        raise UserError(f"--template {config.template} takes none of --byte-fallback, --lowercase, --normalization "
+                        "nfkc: transformers 5's T5 tokenizer class rebuilds T5's pipeline without them, so the folder "
+                        "would encode text differently there; drop them, or use --template mlm")
+    reserved = family.reserved(template, _options(config))
     if config.vocab_size <= reserved:
         raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
-                        f"tokens alone take {reserved} ids; use at least {reserved + 1} (the reference uses "
-                        f"{DEFAULT_VOCAB_SIZE})")
+                        f"tokens{_and_alphabet(family, config)} alone take {reserved} ids; use at least "
+                        f"{reserved + 1} (the reference uses {DEFAULT_VOCAB_SIZE})")
     if config.seed is not None and config.sample_documents is None:
         raise UserError("--seed chooses the sample of --sample-documents; give --sample-documents N too, or drop --seed")
-    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)
+
+
+def _family(config: TokenizerTrainingConfig) -> Family:
+    if config.algorithm not in FAMILIES:
+        raise UserError(f"--algorithm must be one of {', '.join(FAMILIES)}, not '{config.algorithm}'")
+    return FAMILIES[config.algorithm]
+
+
+def _template(config: TokenizerTrainingConfig) -> Template:
+    return _family(config).templates[config.template]
+
+
+def _options(config: TokenizerTrainingConfig) -> Options:
+    return Options(lowercase=config.lowercase, normalization=config.normalization, byte_fallback=config.byte_fallback)
+
+
+def _and_alphabet(family: Family, config: TokenizerTrainingConfig) -> str:
+    if family.alphabet:
+        return f" and the {family.alphabet} bytes"
+    return " and the 256 byte pieces" if config.byte_fallback else ""
 
 
 def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: Optional[List[str]],
@@ -77,7 +119,11 @@ def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: 
         **sample,
         "documents": corpus.documents_read if trained_on is None else len(trained_on),
         "characters": corpus.characters_read if trained_on is None else sum(map(len, trained_on)),
+        "algorithm": config.algorithm,
         "template": config.template,
+        "byte_fallback": config.byte_fallback,
+        "lowercase": config.lowercase,
+        "normalization": config.normalization,
         "vocab_size_requested": config.vocab_size,
         "vocab_size": vocab_size,
         "model_max_length": config.model_max_length,
@@ -111,16 +157,25 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
     """Train, save (atomically) and optionally push; return the output folder."""
     check_config(config)
     corpus = Corpus(config.corpus)
-    template = TEMPLATES[config.template]
-    log(f"Training a Unigram tokenizer ({template.name} template, vocabulary {config.vocab_size}) on {corpus.name()}")
+    check_output_dir(config.output_dir, TOKENIZER_FOLDER.files, config.overwrite)  # after what it reads
+    family, template, options = _family(config), _template(config), _options(config)
+    log(f"Training a {family.title} tokenizer ({template.name} template, vocabulary {config.vocab_size}) on "
+        f"{corpus.name()}" + (" (reading it twice: see tokenizer/wordpiece.py)" if family.reads_twice else ""))
     started = time.perf_counter()
     sample = _sample(corpus, config) if config.sample_documents else None
-    batches = (_progress_batches(corpus, config.batch_size) if sample is None else
-               (sample[start:start + config.batch_size] for start in range(0, len(sample), config.batch_size)))
+
+    def read_batches() -> Iterator[List[str]]:
+        if sample is None:
+            return _progress_batches(corpus, config.batch_size)
+        return (sample[start:start + config.batch_size] for start in range(0, len(sample), config.batch_size))
+
     # The trainer draws its own bars on stdout; off a terminal they are only blank lines.
-    tokenizer = train_unigram(batches, config.vocab_size, template, show_progress=sys.stdout.isatty())
+    tokenizer = family.train(read_batches, config.vocab_size, template, options, show_progress=sys.stdout.isatty())
     seconds = time.perf_counter() - started
-    wrapped = as_transformers_tokenizer(tokenizer, config.model_max_length, template)
+    wrapped = as_transformers_tokenizer(tokenizer, config.model_max_length, template, options)
+    if type(wrapped) is not template.wrapper:
+        log(f"The folder names {type(wrapped).__name__}, not {template.wrapper.__name__}: transformers 5's "
+            f"{template.wrapper.__name__} rebuilds its pipeline without the normalization asked for")
     info = _training_info(config, corpus, sample, tokenizer.get_vocab_size(), seconds)
     name = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
     try:
@@ -143,6 +198,6 @@ def train_tokenizer(config: TokenizerTrainingConfig) -> str:
         f"{info['vocab_size']:,}{short}, {seconds:.1f} s. Saved to {config.output_dir}")
     if config.push_to_hub or config.hub_model_id:
         repo_id = config.hub_model_id or os.path.basename(os.path.abspath(config.output_dir))
-        url = push_folder_to_hub(config.output_dir, repo_id, "Upload Unigram tokenizer trained with mlm_tpu")
+        url = push_folder_to_hub(config.output_dir, repo_id, f"Upload {family.title} tokenizer trained with mlm_tpu")
         log(f"Pushed to the Hub: {url}")
     return config.output_dir

@@ -67,6 +67,8 @@ class TrainingConfig:
     lr_schedule: str = "linear"  # linear (warm-up, then linear decay) | rsqrt (T5's inverse square root)
     # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
     learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=10)
+    # rsqrt: T5X's base_learning_rate B: the rate B / sqrt(max(step, warm-up)), whose peak --learning-rate records
+    base_learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=1000, changes_result=False)
     weight_decay_rate: float = setting(1e-3, low=0, high=1)  # AdamW's decoupled weight decay (Adafactor has none)
     adam_beta1: float = setting(0.9, low=0, high=1, high_open=True)  # AdamW's first-moment decay
     adam_beta2: float = setting(0.999, low=0, high=1, high_open=True)  # AdamW's second-moment decay
@@ -80,6 +82,7 @@ class TrainingConfig:
     # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
     mixture_rates: Optional[Tuple[Union[float, str], ...]] = None
     mixture_temperature: float = setting(1.0, low=0, low_open=True)  # with "examples": sizes ** (1 / T)
+    mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
     # electra: the generator's hidden size as a share of the discriminator's (None: the preset's, 1/4 or 1/3)

@@ -107,6 +107,28 @@ class TokenValidation(Validation):
                 f"{self.accuracy_name.replace('_', ' ')} {scores[self.accuracy_name]:.2%}")
 
 
+class PredictionValidation(Validation):
+    """Runs `scorer.on_device(model, batch)` (a few ids or numbers per example: classes, generated tokens, tags)
+    over every example of `shards` under `strategy`, gathers them to the host, where `scorer.score` scores them
+    (padding rows left out) and `scorer.describe` says the scores in words."""
+
+    def __init__(self, strategy, model, scorer, shards: ShardSet, per_replica_batch_size: int, jit_compile: bool):
+        self.scorer = scorer
+        self.runner = ShardRunner(strategy, shards, per_replica_batch_size, lambda seed: None, 0,
+                                  lambda batch: scorer.on_device(model, batch), vocab_size=model.config.vocab_size,
+                                  jit_compile=jit_compile, gather=True)
+
+    def outputs(self) -> Dict[str, np.ndarray]:
+        """The on-device outputs for every row of every step, padding rows included."""
+        return self.runner.run()
+
+    def run(self, show_progress: bool = False) -> Scores:
+        return self.scorer.score(self.runner.run(show_progress))
+
+    def describe(self, scores: Scores) -> str:
+        return self.scorer.describe(scores)
+
+
 @dataclass
 class EvaluationResult:
     task: str  # the name of the task the model was trained for

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.format import ENCODER_KINDS, IGNORE_INDEX
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
     from mlm_tpu.training.task import Task
@@ -35,8 +35,8 @@ def examples_as_fed(config: InspectionConfig,
                     plug_in_of_split: Callable[[str, Optional[str]], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split),
-    and what the task's model adds to it (ELECTRA's replacements); only the positions that hold a token are shown
-    (labels: those that take a loss), and features that are not token ids (ELECTRA's draws) not at all."""
+    and what the task's model adds to it (ELECTRA's replacements); token ids (the task's `token_features`) also as
+    text, other features (token types, an encoder's labels) as numbers; labels only where they take a loss."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -54,13 +54,17 @@ def examples_as_fed(config: InspectionConfig,
     transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
     batch = task.inspected(next(iter(evaluation_batches(shards, count, transform, len(tokenizer)))))
+    label_names = (shards.manifest or {}).get("settings", {}).get("labels") if shards.kind in ENCODER_KINDS else None
     examples = []
     for row in range(count):
         example = {}
         for name, values in batch.items():
-            if name == "attention_mask" or not values.dtype.is_integer:
-                continue
-            ids = [int(value) for value in values[row].numpy() if value != IGNORE_INDEX]
-            example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+            # ints, without the positions that hold no token (unscored labels); a regression's scores stay floats
+            ids = [value for value in values[row].numpy().tolist() if value != IGNORE_INDEX]
+            if name in task.token_features:
+                example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
+            elif name != "attention_mask":  # token types; an encoder's labels, by name when they have names
+                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names and name == "labels"
+                                                              else str(value) for value in ids)}
         examples.append(example)
     return examples

@@ -13,6 +13,7 @@ from typing import List, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.model_folder.card import LOSS_PLOT
 from mlm_tpu.output_dir import check_output_dir, write_file
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, events_files, read_scalars
 
@@ -56,19 +57,21 @@ def _steps_per_epoch_of_old_run(run_dir: str) -> int:
     return info.get("steps_per_epoch", 1) if isinstance(info, dict) else 1
 
 
-def plot_losses(run_dir: str, output: str, overwrite: bool = True) -> Tuple[int, int]:
-    """Draw the curves into `output` (PNG); returns how many training and validation points it drew. An `output`
-    already there is replaced only if mlm_tpu drew it, and only with `overwrite` (output_dir.py's rule)."""
+def is_runs_plot(run_dir: str, output: str) -> bool:
+    """Whether `output` is the run's own plot, RUN_DIR/loss.png, which the trainer draws and `plot` redraws."""
+    return os.path.abspath(output) == os.path.abspath(os.path.join(run_dir, LOSS_PLOT))
+
+
+def plot_losses(run_dir: str, output: str, overwrite: bool = False) -> Tuple[int, int]:
+    """Draw the curves into `output` (PNG); returns how many training and validation points it drew. The logs are
+    read first, then where it writes is checked (output_dir.py's rule): the run's own plot is redrawn, as the
+    trainer redraws it; another `output` already there is replaced only if mlm_tpu drew it, and only with
+    `overwrite`. A file mlm_tpu did not draw is never replaced."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder):
-        raise UserError(f"cannot write the plot to {output}: the folder {folder} does not exist; create it or "
-                        "choose another --output")
-    check_output_dir(folder, [os.path.basename(output)], overwrite, flag="--output")
     training, validation = loss_curves(run_dir)
     if not training and not validation:
         files = [path for which in (TRAIN, VALIDATION) for path in events_files(os.path.join(run_dir, "logs", which))]
@@ -77,6 +80,13 @@ def plot_losses(run_dir: str, output: str, overwrite: bool = True) -> Tuple[int,
                             f"{', '.join(os.path.relpath(path, run_dir) for path in files[:3])}); the run stopped "
                             "before its first logging step? Train it on, or plot a run that logged")
         raise UserError(f"no loss logged under {run_dir}/logs; give the --output-dir of a `python train.py` run")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise UserError(f"cannot write the plot to {output}: the folder {folder} does not exist; create it or "
+                        "choose another --output")
+    own = is_runs_plot(run_dir, output)
+    check_output_dir(folder, [os.path.basename(output)], overwrite or own, flag="--output",
+                     where=f"the run folder {run_dir}" if own else None)
     figure, axes = plt.subplots(figsize=(8, 5), dpi=100)
     for points, label, style in ((training, "training loss", "-"), (validation, "validation loss", "o-")):
         if points:

@@ -12,6 +12,10 @@
   steps), then decay linearly to 0 at the last step; peak --learning-rate (default 1e-4).
 - rsqrt: T5's inverse square root: --learning-rate for the first W = --warmup-steps steps (T5: 10,000), then
   --learning-rate x sqrt(W / step). Without --learning-rate the peak is 1/sqrt(W): T5's 0.01 then 1/sqrt(step).
+  T5X's gin files give this schedule as factors 'constant * rsqrt_decay' with a base_learning_rate B (1.0 in
+  t5x/configs/runs/pretrain.gin): the rate B / sqrt(max(step, W)), whose peak is B / sqrt(W). --base-learning-rate
+  takes B in T5X's meaning; a --learning-rate above RSQRT_HIGHEST_PEAK (10 times T5's peak) can only be such a
+  base given as a peak (1.0 would train at 100 times T5X's rate while warming up), and is refused with the fix.
 
 Both optimizers are tf-keras (legacy) optimizers whose state lives in slot variables, which the backup's checkpoint
 holds: a resumed run goes on with exactly the state it stopped with.
@@ -30,6 +34,7 @@ from mlm_tpu.training.config import OPTIMIZERS, SCHEDULES
 
 LINEAR_LEARNING_RATE = 1e-4  # --lr-schedule linear's default peak
 RSQRT_WARMUP_STEPS = 10_000  # T5's
+RSQRT_HIGHEST_PEAK = 0.1  # ten times T5's 0.01: a higher --learning-rate with rsqrt is a T5X base given as a peak
 
 
 def with_schedule_defaults(config):
@@ -41,6 +46,9 @@ def with_schedule_defaults(config):
         if value not in allowed:
             raise UserError(f"{flag} must be one of {', '.join(allowed)}, not '{value}'")
     if config.lr_schedule == "linear":
+        if config.base_learning_rate is not None:
+            raise UserError("--base-learning-rate is T5X's base of --lr-schedule rsqrt (the rate base / sqrt(max(step, "
+                            "warm-up))); with --lr-schedule linear give the peak rate as --learning-rate")
         return dataclasses.replace(config, learning_rate=config.learning_rate or LINEAR_LEARNING_RATE)
     warmup = RSQRT_WARMUP_STEPS if config.warmup_steps is None else config.warmup_steps
     if warmup == 0:
@@ -48,8 +56,26 @@ def with_schedule_defaults(config):
                         f"sqrt(W / max(step, W)) for W warm-up steps, which has no value at W = 0 (T5's rate, "
                         f"1/sqrt(step), is infinite at step 0); give --warmup-steps {RSQRT_WARMUP_STEPS} (T5's) or any "
                         "number above 0")
-    return dataclasses.replace(config, warmup_steps=warmup,
-                               learning_rate=config.learning_rate or 1 / math.sqrt(warmup))
+    return dataclasses.replace(config, warmup_steps=warmup, learning_rate=_rsqrt_peak(config, warmup))
+
+
+def _rsqrt_peak(config, warmup: int) -> float:
+    """The rsqrt schedule's peak: --learning-rate, or --base-learning-rate / sqrt(W) (both may be given when they
+    agree: a run's training_args.json records both), or T5's 1 / sqrt(W)."""
+    peak, base = config.learning_rate, config.base_learning_rate
+    if base is not None:
+        if peak is not None and not math.isclose(peak, base / math.sqrt(warmup), rel_tol=1e-9):
+            raise UserError(f"--learning-rate {peak:g} (the peak) and --base-learning-rate {base:g} (T5X's base, the "
+                            f"peak being base / sqrt({warmup:,} warm-up steps) = {base / math.sqrt(warmup):g}) say "
+                            "different things; give one of them")
+        return base / math.sqrt(warmup)
+    if peak is not None and peak > RSQRT_HIGHEST_PEAK:
+        raise UserError(f"--lr-schedule rsqrt --learning-rate {peak:g} is its peak, held for the {warmup:,} warm-up "
+                        f"steps: {peak / 0.01:g} times T5's 0.01. T5X's gin files give a base_learning_rate instead "
+                        f"(1.0; the rate base / sqrt(max(step, warm-up))): pass it as --base-learning-rate {peak:g} "
+                        f"(a peak of {peak / math.sqrt(warmup):g} here), or give a peak of at most "
+                        f"{RSQRT_HIGHEST_PEAK:g} as --learning-rate")
+    return peak or 1 / math.sqrt(warmup)
 
 
 class InverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
@@ -192,5 +218,6 @@ def describe_optimizer(config, optimizer, model) -> str:
     state = state_bytes(optimizer)
     warmup = (f"{config.warmup_steps:,} warm-up steps" if config.warmup_steps is not None
               else f"warm-up {config.warmup_ratio:g} of the steps")
-    return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule (peak {config.learning_rate:g}, {warmup}); "
-            f"its state: {state:,} bytes ({state / max(weights, 1):.2f} x the trainable weights' {weights:,})")
+    base = f"T5X's base {config.base_learning_rate:g}: " if config.base_learning_rate is not None else ""
+    return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule ({base}peak {config.learning_rate:g}, "
+            f"{warmup}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the trainable weights' {weights:,})")

@@ -1,5 +1,5 @@
 """What a task adds to the trainer: the interface each product line implements (mlm/task.py, electra/task.py,
-t5/*_task.py).
+t5/*_task.py, encoder/task.py).
 
 The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
 the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it
@@ -19,6 +19,27 @@ from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
 
 Scores = Dict[str, float]
+
+
+def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
+    """(name, flag) of a run's tokenizer: --tokenizer, else the own tokenizer of --model-name-or-path (the model a
+    fine-tuning or delta-tuning run starts from), named by that flag in messages; None with neither."""
+    if config.tokenizer:
+        return config.tokenizer, "--tokenizer"
+    if config.model_name_or_path:
+        return config.model_name_or_path, "--model-name-or-path"
+    return None
+
+
+def run_tokenizer(config: TrainingConfig):
+    """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    source = tokenizer_source(config)
+    if not source:
+        raise UserError(f"--task {config.task} needs --tokenizer (the one the shards were made with), or "
+                        "--model-name-or-path whose tokenizer made them")
+    return load_tokenizer(*source)
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,7 @@ class Task:
     # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
     companion_folders: Tuple[str, ...] = ()
     inspects_with_a_model: bool = False  # inspection needs a trained model (--model): ELECTRA's generator samples
+    token_features: Tuple[str, ...] = ("input_ids", "labels")  # features of token ids, shown as text by inspection
 
     def __init__(self, name: str):
         self.name = name
@@ -69,6 +91,13 @@ class Task:
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
+
+    def check_base(self, base_config, where: str) -> None:
+        """Refuse a pretrained model (its config: nothing is loaded yet) this task cannot start from; `where` names
+        it ("--model-name-or-path runs/x")."""
+        from mlm_tpu.model_folder.loading import check_model_type
+
+        check_model_type(base_config, self.model_class, where, f"--task {self.name}")
 
     def load_tokenizer(self, config: TrainingConfig):
         raise NotImplementedError
@@ -92,8 +121,9 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs on a training batch (packed rows too, for tasks that pack): `.loss`, one mean per term
-        of the loss (a scalar or [1] for tasks of one term), each over the positions `loss_weights` counts for it."""
+        """The model's outputs on a training batch (packed rows too, for tasks that pack): `.loss`, the loss's terms,
+        each the mean over the positions `loss_weights` counts for it (a task of one term: a scalar, or values whose
+        mean is that term's, as a sequence classifier's per-example losses)."""
         return model(**batch, training=training)
 
     def loss_weights(self, batch: Dict):

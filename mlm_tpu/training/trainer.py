@@ -33,14 +33,17 @@ from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
+from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.mixture import Mixture, fewest_shards, find_training_mixture, host_mixture_batches, members_of
+from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
+                                    host_mixture_batches, members_of)
+from mlm_tpu.shards.packed_rows import packed_rows, steps_of
 from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
                                      steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
-from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
+from mlm_tpu.shards.text2text_packing import host_packed_batches
 from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
@@ -80,6 +83,10 @@ class LoopState:
     epochs: List[dict] = field(default_factory=list)  # one record per finished epoch
     input_pipelines: Optional[int] = None  # the data order's V (data_order.py); None in backups of mlm_tpu <= 0.3.0
     pipeline_shares: Optional[str] = None  # what each of them reads (data_order.SHARES); None in earlier backups
+    # a mixture: the examples each virtual pipeline took from each member before the backup's step
+    # (mixture.MemberCounts); None without a mixture, and in backups of mlm_tpu <= 0.4.0
+    mixture_taken: Optional[List[List[int]]] = None
+    packed_rows: Optional[dict] = None  # --pack: epoch 1's packed rows per virtual pipeline, keyed (packed_rows.py)
 
 
 @dataclass
@@ -91,6 +98,8 @@ class TrainingResult:
 
 
 def check_config(config: TrainingConfig, task: Task) -> None:
+    """The settings, and the pretrained model they start from (its type against the task's, before the shards or
+    its tokenizer are read: what follows from a wrong base is not the first thing to report)."""
     check_ranges(config)
     task.check(config)
     if config.output_dir.startswith("gs://"):
@@ -100,6 +109,13 @@ def check_config(config: TrainingConfig, task: Task) -> None:
         raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
                         f"{config.steps_per_execution}: a backup can only be written between executions; use "
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
+    if config.model_name_or_path:
+        task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
+                        f"--model-name-or-path {config.model_name_or_path}")
+
+
+def check_output_folder(config: TrainingConfig) -> None:
+    """Where the run writes, checked once what it reads is."""
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
     check_training_output_dir(config.output_dir)
@@ -127,11 +143,11 @@ def find_training_shards(config: TrainingConfig, task: Task):
     return train, evaluation
 
 
-def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) -> Plan:
-    """Steps per epoch (every replica gets a whole batch), epochs and total steps."""
+def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, packing: Optional[dict] = None) -> Plan:
+    """Steps per epoch (every replica gets a whole batch), epochs and total steps; `packing`: --pack's count of
+    packed rows (packed_rows.py)."""
     global_batch_size = layout.global_batch_size
-    per_epoch = (packed_steps_per_epoch(shards, layout, seed=config.seed, window=config.shuffle_buffer_size)
-                 if config.pack else steps_per_epoch(shards, layout))
+    per_epoch = steps_of(packing, layout) if config.pack else steps_per_epoch(shards, layout)
     if per_epoch == 0:
         raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
                         f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
@@ -141,11 +157,13 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout) ->
 
 
 def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
-                   steps_per_epoch: int, **settings):
-    """host -> that machine's input pipeline: a mixture's, packed rows (--pack) or the examples as they are;
-    `settings` are the keyword arguments they share (seed, window, start_step, vocab_size)."""
+                   steps_per_epoch: int, member_counts: Optional[MemberCounts] = None, **settings):
+    """host -> that machine's input pipeline: a mixture's (each member started where `member_counts` says), packed
+    rows (--pack) or the examples as they are; `settings` are the keyword arguments they share (seed, window,
+    start_step, vocab_size)."""
     if isinstance(shards, Mixture):
-        return lambda host: host_mixture_batches(shards, layout, host, make_transform, **settings)
+        return lambda host: host_mixture_batches(shards, layout, host, make_transform, taken=member_counts.taken,
+                                                 **settings)
     if config.pack:
         return lambda host: host_packed_batches(shards, layout, host, steps_per_epoch=steps_per_epoch, **settings)
     return lambda host: host_training_batches(shards, layout, host, make_transform, steps_per_epoch=steps_per_epoch,
@@ -182,7 +200,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
         dropout_keys.start_step(optimizer.iterations)
         with tf.GradientTape() as tape:
             outputs = task.training_outputs(model, batch, True)
-            loss = tf.reduce_sum(tf.reshape(tf.cast(outputs.loss, tf.float32), [-1]) * shares)
+            # one mean per term (transformers' sequence-classification heads give theirs per example)
+            terms = tf.reduce_mean(tf.reshape(tf.cast(outputs.loss, tf.float32), [shares.shape[0], -1]), axis=1)
+            loss = tf.reduce_sum(terms * shares)
         gradients = tape.gradient(loss, model.trainable_variables)
         hits, scored = task.training_counts(outputs, batch)
         return gradients, tf.stack([loss, hits, scored])
@@ -234,6 +254,7 @@ class Trainer:
         config, task = self.config, self.task
         keras.utils.set_random_seed(config.seed)
         self.train_shards, eval_shards = find_training_shards(config, task)
+        self.eval_corpus = ((eval_shards.manifest or {}).get("settings", {}).get("corpus") if eval_shards else None)
         tokenizer = task.load_tokenizer(config)
         given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
         for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
@@ -241,12 +262,19 @@ class Trainer:
             if shards:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
+        check_output_folder(config)  # what the run reads is checked first, then where it writes
         record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
+        changes = self._resumed_changes(record, global_batch_size) if record else []
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
-                               fewest_shards(self.train_shards), config.per_replica_batch_size *
-                               strategy.num_replicas_in_sync, input_hosts(strategy), strategy.num_replicas_in_sync)
+                               fewest_shards(self.train_shards), global_batch_size, input_hosts(strategy),
+                               strategy.num_replicas_in_sync)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
-        plan = plan_steps(config, self.train_shards, layout)
+        self.packing = None  # --pack's count of packed rows: the backup's, cached, or counted now
+        if config.pack:
+            self.packing = packed_rows(self.train_shards, layout, seed=config.seed, window=config.shuffle_buffer_size,
+                                       recorded=record.loop.get("packed_rows") if record else None)
+        plan = plan_steps(config, self.train_shards, layout, self.packing)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
             dropout_keys = key_dropout_by_step(model, config.seed, layout)
@@ -257,12 +285,22 @@ class Trainer:
                         "give this run another --output-dir") if self.worker.is_chief else nullcontext()
         with claim as claim:
             return self._train(strategy, stops, layout, plan, (model, optimizer, dropout_keys), tokenizer,
-                               eval_shards, record, claim)
+                               eval_shards, record, changes, claim)
+
+    def _resumed_changes(self, record: BackupRecord, global_batch_size: int) -> List[dict]:
+        """The settings changed since the backup, refused unless --allow-changed-settings; compared before anything
+        follows from them, so a change is named as itself (other shards), not by what it breaks (the data order's
+        input pipelines). Their number V is the backup's here: choose_layout checks it, knowing what may change."""
+        config = replace(self.config, input_pipelines=(record.settings or {}).get("input_pipelines",
+                                                                                   self.config.input_pipelines))
+        current = result_settings(config, global_batch_size, self.train_shards.files, self.train_shards.counts)
+        return check_resumed_settings(config, record.settings, current, record.step, config.output_dir,
+                                      record.setting_changes)
 
     def _train(self, strategy, stops: StopRequests, layout: BatchLayout, plan: Plan, trained, tokenizer,
-               eval_shards, record: Optional[BackupRecord], claim) -> TrainingResult:
+               eval_shards, record: Optional[BackupRecord], changes: List[dict], claim) -> TrainingResult:
         """The run, once the output folder is this run's alone: resume or start, train, save, push. `trained` is
-        (model, optimizer, dropout keys)."""
+        (model, optimizer, dropout keys); `changes`, the settings changed on resuming."""
         config, task = self.config, self.task
         model, optimizer, dropout_keys = trained
         pusher = self._hub_pusher() if self.worker.is_chief else None
@@ -272,15 +310,13 @@ class Trainer:
             f"{len(self.train_shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} "
             "steps in all")
         settings = result_settings(config, plan.global_batch_size, self.train_shards.files, self.train_shards.counts)
-        changes = []
         with strategy.scope():
             backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
             if record:
-                changes = check_resumed_settings(config, record.settings, settings, record.step, config.output_dir,
-                                                 record.setting_changes)
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
-        state.input_pipelines, state.pipeline_shares = layout.input_pipelines, SHARES
+        state.input_pipelines, state.pipeline_shares, state.packed_rows = layout.input_pipelines, SHARES, self.packing
+        self.member_counts = self._member_counts(layout, step, state)
         self.run_info = self._run_info(plan, strategy, changes)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
@@ -292,7 +328,7 @@ class Trainer:
         dataset = distributed_dataset(strategy, layout, training_input(
             config, self.train_shards, layout, task.make_transform(tokenizer), seed=config.seed,
             window=config.shuffle_buffer_size, start_step=step, vocab_size=model.config.vocab_size,
-            steps_per_epoch=plan.steps_per_epoch))
+            steps_per_epoch=plan.steps_per_epoch, member_counts=self.member_counts))
         loop = _Loop(self, plan, model, tokenizer, backup, validation, pusher,
                      RunLogs(self.worker.folder(config.output_dir)), state, describe(strategy),
                      BackupRecord(step, {}, settings, changes), claim, stops)
@@ -312,6 +348,20 @@ class Trainer:
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
         log(f"Done: loss {first:.3f} -> {last:.3f}; model and tokenizer in {config.output_dir}")
         return TrainingResult(config.output_dir, plan.total_steps, state.epochs, state.best)
+
+    def _member_counts(self, layout: BatchLayout, step: int, state: LoopState) -> Optional[MemberCounts]:
+        """A mixture's counts of what each member gave before `step`: the backup's, else (a backup of mlm_tpu 0.4.0,
+        which kept none) counted over every step before it, once."""
+        if not isinstance(self.train_shards, Mixture):
+            return None
+        taken, why = state.mixture_taken, "mlm_tpu 0.4.0 kept no count"
+        if taken is not None and np.shape(taken) != (layout.input_pipelines, len(self.train_shards.members)):
+            taken, why = None, "it counted other members"  # --allow-changed-settings: counted as this mixture draws
+        if step and taken is None:
+            log(f"The backup does not say how many examples each mixture member gave ({why}): counting them over its "
+                f"{step:,} steps, once")
+        return MemberCounts(self.train_shards.rates, layout.global_batch_size, self.config.seed,
+                            layout.input_pipelines, step, taken)
 
     def _hub_pusher(self):
         if not self.config.hub_model_id:
@@ -341,10 +391,11 @@ class _Loop:
                  logs: RunLogs, state: LoopState, hardware: str, backup_record: BackupRecord, claim,
                  stops: StopRequests):
         self.config, self.task, self.shards = trainer.config, trainer.task, trainer.train_shards
+        self.eval_corpus = trainer.eval_corpus
         self.plan, self.model, self.tokenizer = plan, model, tokenizer
         self.backup, self.validation, self.pusher, self.logs, self.state = backup, validation, pusher, logs, state
         self.hardware, self.backup_record, self.claim = hardware, backup_record, claim
-        self.stops, self.worker = stops, trainer.worker
+        self.stops, self.worker, self.member_counts = stops, trainer.worker, trainer.member_counts
         self.run_info = trainer.run_info
         self.card_name = self.config.hub_model_id or os.path.basename(os.path.abspath(self.config.output_dir))
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
@@ -394,6 +445,8 @@ class _Loop:
         self.callbacks.on_train_end()
 
     def save_backup(self, step: int) -> None:
+        if self.member_counts:
+            self.state.mixture_taken = self.member_counts.at(step)
         self.backup_record.step, self.backup_record.loop = step, asdict(self.state)
         self.backup.save(self.backup_record)
 
@@ -458,7 +511,8 @@ class _Loop:
             log(f"{metric.name} {value:.4f} is not better than epoch {best['epoch']}'s {best['value']:.4f}: "
                 f"{self.config.output_dir} keeps that model")
             return False
-        self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step}
+        self.state.best = {"metric": f"val_{metric.name}", "value": float(value), "epoch": epoch + 1, "step": step,
+                           "validation": dict(scores)}
         self.save(epoch, step, scores, {BEST_RECORD: self.state.best})
         log(f"{metric.name} {value:.4f} is the best so far: model saved to {self.config.output_dir}")
         return True
@@ -469,7 +523,7 @@ class _Loop:
         self.saved_card = self.task.card_facts(self.model, self.tokenizer, corpus=corpus,
                                                max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                                global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
-                                               validation=scores)
+                                               validation=scores, validation_corpus=self.eval_corpus)
         self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 

@@ -1,0 +1,142 @@
+"""The encoder under a task head: any model type transformers' TensorFlow Auto classes build with a masked-LM head
+(BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, DeBERTa...), pretrained (a folder mlm_tpu made, any save_pretrained
+folder, or a Hub name), or a RoBERTa shape from scratch, the baseline a pretrained encoder must beat.
+
+A masked-LM folder (mlm_tpu's own pretraining) gives its encoder; the head is new, initialised as transformers
+initialises it, and the log names its weights. What the head predicts goes into the model's config the way
+transformers keeps it (`num_labels`, `id2label`, `label2id`, `problem_type`), so the saved folder runs in the
+text-classification and token-classification pipelines of transformers 4 and 5 alike.
+"""
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from mlm_tpu.console import log
+from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
+
+REGRESSION = "regression"
+SCORE_NAME = "score"  # the one output of a regression head, as its config names it
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What a head predicts: the label names in id order (empty for a regression's one score), and transformers'
+    problem_type ("single_label_classification", "regression"; None for token classification)."""
+
+    names: Sequence[str]
+    problem_type: Optional[str] = None
+
+    @property
+    def regression(self) -> bool:
+        return self.problem_type == REGRESSION
+
+    @property
+    def count(self) -> int:
+        return 1 if self.regression else len(self.names)
+
+    def config_settings(self) -> Dict[str, object]:
+        """The config values transformers' heads and pipelines read."""
+        names = [SCORE_NAME] if self.regression else list(self.names)
+        settings = {"num_labels": len(names), "id2label": dict(enumerate(names)),
+                    "label2id": {name: index for index, name in enumerate(names)}}
+        if self.problem_type:
+            settings["problem_type"] = self.problem_type
+        return settings
+
+    @classmethod
+    def of_config(cls, config, token_level: bool) -> "Labels":
+        """The labels a saved model's config says its head predicts."""
+        problem_type = None if token_level else (getattr(config, "problem_type", None) or
+                                                 ("regression" if config.num_labels == 1 else
+                                                  "single_label_classification"))
+        if problem_type == REGRESSION:
+            return cls((), problem_type)
+        return cls(tuple(config.id2label[index] for index in range(config.num_labels)), problem_type)
+
+
+def encoder_types() -> List[str]:
+    """The model types that are encoders: those transformers' TensorFlow classes give a masked-LM head."""
+    from transformers.models.auto.modeling_tf_auto import TF_MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return sorted(TF_MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
+def check_encoder(config, head_class, where: str) -> None:
+    """Refuse a model that is no encoder (T5, GPT-2...) or has no TensorFlow head of this kind, in one line."""
+    model_type = config.model_type
+    if getattr(config, "is_encoder_decoder", False) or model_type not in encoder_types():
+        what = ("an encoder-decoder (T5 fine-tunes with --task classification or generation)"
+                if getattr(config, "is_encoder_decoder", False) or model_type == "t5" else
+                "not an encoder (a causal or other language model)")
+        raise UserError(f"{where} is a {model_type} model, {what}; sequence and token classification fine-tune an "
+                        "encoder: one mlm_tpu pretrained (--task mlm), or a Hub encoder such as roberta-base, "
+                        "bert-base-uncased or google/electra-small-discriminator")
+    try:
+        head_class._model_mapping[type(config)]
+    except KeyError:
+        raise UserError(f"{where} is a {model_type} model, for which transformers has no TensorFlow "
+                        f"{head_class.__name__.removeprefix('TFAutoModelFor')} head") from None
+
+
+def longest_input(config) -> int:
+    """The most tokens the encoder reads at once (RoBERTa-style models number positions from pad id + 1)."""
+    positions = getattr(config, "max_position_embeddings", None) or 512
+    if config.model_type in TF_POSITION_PADDING_IDX:
+        return positions - (config.pad_token_id or 0) - 1
+    return positions
+
+
+def feeds_token_types(model_config, tokenizer) -> bool:
+    """Whether the model is given token_type_ids (the shards always hold them): when its tokenizer makes them for
+    it (BERT's, ELECTRA's; not RoBERTa's) and it has more than one type to embed."""
+    return "token_type_ids" in tokenizer.model_input_names and (getattr(model_config, "type_vocab_size", 0) or 0) > 1
+
+
+def model_inputs(model_config, tokenizer) -> List[str]:
+    """The features of a batch the model is called with."""
+    return ["input_ids", "attention_mask", *(["token_type_ids"] if feeds_token_types(model_config, tokenizer) else [])]
+
+
+def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str = "--model-name-or-path"):
+    """The pretrained encoder with a head for `labels`: the base's own weights, a new head where it has none (or one
+    of other labels); the log says which."""
+    from transformers import AutoConfig
+
+    from mlm_tpu.model_folder.loading import load_with_new_head
+
+    base_config = saved_config(name_or_path, flag)
+    check_encoder(base_config, head_class, f"{flag} {name_or_path}")
+    config = AutoConfig.from_pretrained(name_or_path, **labels.config_settings())
+    model, new_weights = load_with_new_head(name_or_path, head_class, config, flag)
+    base = (base_config.architectures or [base_config.model_type])[0]
+    if new_weights:
+        log(f"Loaded the encoder of {name_or_path} ({base}); a new head is initialised for "
+            f"{labels.count} output{'s' * (labels.count != 1)}: {', '.join(sorted(new_weights))}")
+    else:
+        log(f"Loaded {name_or_path} ({base}) with its head, which has as many outputs already")
+    return model
+
+
+def saved_config(name_or_path: str, flag: str):
+    """A saved model's config (a folder or a Hub name), or one error line."""
+    from transformers import AutoConfig
+
+    from mlm_tpu.model_folder.loading import check_model_folder
+
+    check_model_folder(name_or_path, flag)
+    try:
+        return AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError):
+        raise UserError(f"{flag} '{name_or_path}' is not a model folder nor a reachable Hub model") from None
+
+
+def encoder_from_scratch(preset: str, tokenizer, max_length: int, overrides: Optional[str], head_class,
+                         labels: Labels):
+    """A RoBERTa shape (a preset, or a config.json of any encoder) with random weights and a head for `labels`."""
+    from mlm_tpu.mlm.presets import config_for
+
+    config = config_for(preset, tokenizer, max_length, overrides)
+    check_encoder(config, head_class, f"--model-config {preset}")
+    config.update(labels.config_settings())
+    return head_class.from_config(config)
