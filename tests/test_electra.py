@@ -143,6 +143,63 @@ def test_two_halves_weighted_by_their_tokens_make_the_whole_batchs_loss_gradient
     assert np.array_equal(replaced, read != originals)
 
 
+def save_as_trained(folder, model, tokenizer, epoch=1):
+    """Save an ElectraPretrainer as the trainer saves it at an epoch's end."""
+    from mlm_tpu.electra.task import ElectraTask
+
+    task = ElectraTask("electra")
+    facts = task.card_facts(model, tokenizer, epoch=epoch)
+    task.save_model(str(folder), model, tokenizer, facts, {"training_args.json": {"epoch": epoch}}, "run")
+
+
+def test_a_save_killed_while_writing_the_generator_leaves_both_models_from_the_save_before(
+        wikitext_tokenizer, tmp_path, monkeypatch):
+    """The discriminator and generator/ are written into one staging folder, then published: a save that dies
+    writing the generator has published nothing, so the two are never one save apart; the next save publishes both,
+    each folder recorded as mlm_tpu's."""
+    import tensorflow as tf
+    from safetensors.numpy import load_file
+    from transformers import TFElectraForMaskedLM
+
+    from mlm_tpu.output_dir import Record
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    model, tokenizer, folder = tiny_pretrainer(), load_tokenizer(str(wikitext_tokenizer[0])), tmp_path / "run"
+
+    def save(epoch):
+        save_as_trained(folder, model, tokenizer, epoch)
+
+    def contents():
+        return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+    def train_a_step():  # new weights in both models, the shared embeddings too
+        for weight in model.trainable_variables:
+            weight.assign_add(tf.fill(weight.shape, 0.01))
+
+    save(1)
+    first = contents()
+    assert {"model.safetensors", "generator/model.safetensors", "generator/README.md"} <= set(first)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed while writing the generator")
+
+    train_a_step()
+    with monkeypatch.context() as patch:
+        patch.setattr(TFElectraForMaskedLM, "save_pretrained", killed)
+        with pytest.raises(KeyboardInterrupt):
+            save(2)
+    assert contents() == first and sorted(os.listdir(tmp_path)) == ["run"]  # nothing published, no staging left
+
+    save(2)
+    second = contents()
+    assert all(second[name] != first[name] for name in ("model.safetensors", "generator/model.safetensors",
+                                                        "training_args.json"))
+    assert Record(str(folder)).unrecognised() == [] and Record(str(folder / "generator")).unrecognised() == []
+    embeddings = "electra.embeddings.word_embeddings.weight"  # shared: the same in both when from the same save
+    assert np.array_equal(load_file(folder / "model.safetensors")[embeddings],
+                          load_file(folder / "generator" / "model.safetensors")[embeddings])
+
+
 # --- end to end: python train.py --task electra ---
 
 def electra_flags(shards, tokenizer, output_dir, *more):

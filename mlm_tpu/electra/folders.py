@@ -9,7 +9,8 @@ from typing import Dict, Optional
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import CardFacts
-from mlm_tpu.model_folder.saving import save_model_folder
+from mlm_tpu.model_folder.saving import write_model_files
+from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
 
 GENERATOR_FOLDER = "generator"
 RUN_INFO_FILE = "training_args.json"  # the trainer's record of the run, beside the model
@@ -17,12 +18,15 @@ RUN_INFO_FILE = "training_args.json"  # the trainer's record of the run, beside 
 
 def save_electra_folders(folder: str, model, tokenizer, facts: CardFacts, generator_facts: CardFacts,
                          records: Optional[Dict[str, dict]], name: str) -> None:
-    """The discriminator into `folder`, then the generator into `folder`/generator/, each through a staging folder.
-    generator/ exists before the discriminator's save, so the folder's record counts it as mlm_tpu's."""
-    os.makedirs(os.path.join(folder, GENERATOR_FOLDER), exist_ok=True)
-    save_model_folder(folder, model.discriminator, tokenizer, facts, records, name)
-    save_model_folder(os.path.join(folder, GENERATOR_FOLDER), model.generator, tokenizer, generator_facts, None,
-                      f"{name}/{GENERATOR_FOLDER}")
+    """The discriminator into `folder` and the generator into `folder`/generator/, both written into one staging
+    folder before either is published (output_dir.py): a kill while saving leaves both from the previous save, never
+    one save apart."""
+    generator_folder = os.path.join(folder, GENERATOR_FOLDER)
+    with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
+        write_model_files(staging, folder, model.discriminator, tokenizer, facts, records, name)
+        os.mkdir(os.path.join(staging, GENERATOR_FOLDER))
+        write_model_files(os.path.join(staging, GENERATOR_FOLDER), generator_folder, model.generator, tokenizer,
+                          generator_facts, None, f"{name}/{GENERATOR_FOLDER}")
 
 
 def load_electra_folders(folder: str, flag: str = "--model"):
