@@ -200,6 +200,31 @@ def test_a_save_killed_while_writing_the_generator_leaves_both_models_from_the_s
                           load_file(folder / "generator" / "model.safetensors")[embeddings])
 
 
+def test_the_encoder_tasks_start_from_the_saved_discriminator_with_every_weight_of_its_encoder(
+        wikitext_tokenizer, tmp_path):
+    """`--task sequence-classification | token-classification --model-name-or-path <electra output-dir>`: the
+    encoder line's checks take the discriminator, and its loader finds every encoder weight there, only the head new."""
+    from transformers import AutoConfig
+
+    from mlm_tpu.model_folder.loading import load_with_new_head, read_model_config
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    pretrained = tiny_pretrainer()
+    save_as_trained(tmp_path / "run", pretrained, load_tokenizer(str(wikitext_tokenizer[0])))
+    folder = str(tmp_path / "run")
+    trained = {weight.name.split("/", 1)[1]: weight.numpy() for weight in pretrained.discriminator.electra.weights}
+    for name in ("sequence-classification", "token-classification"):
+        task = make_task(name)
+        task.check_base(read_model_config(folder, "--model-name-or-path"), f"--model-name-or-path {folder}")
+        model, new = load_with_new_head(folder, task.head_class, AutoConfig.from_pretrained(folder, num_labels=3),
+                                        "--model-name-or-path")
+        assert new and all(weight.split(".")[0] == "classifier" for weight in new), new  # the head alone
+        loaded = {weight.name.split("/", 1)[1]: weight.numpy() for weight in model.electra.weights}
+        assert loaded.keys() == trained.keys() and len(loaded) > 10
+        assert all(np.array_equal(loaded[weight], trained[weight]) for weight in trained)
+
+
 # --- end to end: python train.py --task electra ---
 
 def electra_flags(shards, tokenizer, output_dir, *more):
