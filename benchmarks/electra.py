@@ -4,16 +4,19 @@
 `--task mlm` trains one masked LM of the discriminator's shape (TFElectraForMaskedLM on the preset's discriminator
 config: BERT's objective on ELECTRA's architecture, the paper's baseline). Same shards (WikiText-2 validation,
 128-token examples, an 8,000-piece tokenizer, made by the real commands), same batch, AdamW, 15% masked,
-deterministic kernels as the trainer runs on CPUs. Each objective is timed in its own process with the trainer's
-own step function (one step per execution; the best of --rounds rounds of --steps steps, after a warm-up round
-that traces it): steps/s and tokens/s from wall time, CPU seconds per step (every thread of the process, steadier
-on a shared machine), and ELECTRA's cost relative to the masked LM's.
+deterministic kernels as the trainer runs on CPUs; both masked-LM heads (the masked LM's, ELECTRA's generator's)
+sparse, at the default prediction slots, as the trainer runs them (--dense-mlm-head: both at every position). Each
+objective is timed in its own process with the trainer's own step function (one step per execution; the best of
+--rounds rounds of --steps steps, after a warm-up round that traces it): steps/s and tokens/s from wall time, CPU
+seconds per step (every thread of the process, steadier on a shared machine), the model FLOPs of a step as the
+logs count them (training/flops.py), and ELECTRA's cost relative to the masked LM's.
 
 `pretrain(objective, ...)` trains one objective for a CPU-time budget (as many steps as its measured CPU seconds
 per step allow) with `python train.py` and returns its output folder; with --budget-seconds the script runs it for
 both objectives and prints each run's last training figures. The downstream comparison (each folder fine-tuned on
 the offline tasks, median of seeds) is to be added on top of `pretrain`.
-Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--budget-seconds S]
+Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--dense-mlm-head]
+    [--budget-seconds S]
 """
 
 import argparse
@@ -46,7 +49,8 @@ def model_config_of(objective: str, preset: str, work: Path) -> str:
     return str(path)
 
 
-def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int, rounds: int) -> dict:
+def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int, rounds: int,
+            dense_mlm_head: bool = False) -> dict:
     """One objective's step cost, in this process."""
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras)
     from mlm_tpu.console import import_tensorflow
@@ -66,7 +70,7 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
     tokenizer = load_tokenizer(str(work / "tokenizer"))
     shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
     config = TrainingConfig(str(work / "shards" / "train"), output_dir=str(work / "unused"), task=objective,
-                            model_config=model_config_of(objective, preset, work))
+                            model_config=model_config_of(objective, preset, work), dense_mlm_head=dense_mlm_head)
     task = make_task(objective)
     task.prepare(config, tokenizer, shards, None)
     keras.utils.set_random_seed(0)
@@ -78,6 +82,8 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
     wall, cpu = own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds, task=task, cpu_seconds_too=True)
     shape = model.config
     return {"seconds_per_step": wall, "cpu_seconds_per_step": cpu, "parameters": model.count_params(),
+            "flops_per_step": task.example_cost(model, shards).flops * batch_size,
+            "head": f"sparse, {task.prediction_slots} slots" if task.prediction_slots else "dense",
             "shape": f"{shape.num_hidden_layers} layers of width {shape.hidden_size}, embeddings of "
                      f"{shape.embedding_size}" + (f", a generator of width {model.generator.config.hidden_size}"
                                                   if objective == "electra" else "")}
@@ -123,6 +129,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds, after a warm-up round")
+    parser.add_argument("--dense-mlm-head", action="store_true", help="both masked-LM heads at every position")
     parser.add_argument("--budget-seconds", type=float, default=0,
                         help="then pretrain each objective for this much CPU time (pretrain())")
     parser.add_argument("--work", default="", help="keep the tokenizer, shards and runs in this folder")
@@ -130,29 +137,33 @@ def main() -> None:
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure, Path(args.work), args.model_config, args.batch_size, args.steps,
-                                 args.rounds)))
+                                 args.rounds, args.dense_mlm_head)))
         return
     with work_folder(args.work) as work:
         results = {}
         for objective in OBJECTIVES:
             child = subprocess.run([sys.executable, __file__, "--measure", objective, "--work", str(work),
                                     "--model-config", args.model_config, "--batch-size", str(args.batch_size),
-                                    "--steps", str(args.steps), "--rounds", str(args.rounds)],
+                                    "--steps", str(args.steps), "--rounds", str(args.rounds),
+                                    *(["--dense-mlm-head"] if args.dense_mlm_head else [])],
                                    capture_output=True, text=True, cwd=ROOT, env=ENV)
             if child.returncode:
                 sys.exit(f"measuring {objective} failed:\n{child.stderr[-3000:]}")
             results[objective] = json.loads(child.stdout.strip().splitlines()[-1])
         tokens = args.batch_size * MAX_LENGTH
         print(f"'{args.model_config}' ({results['electra']['shape']}), batch {args.batch_size} x {MAX_LENGTH} tokens, "
-              f"CPU, deterministic kernels, best of {args.rounds} rounds of {args.steps} steps")
-        print(f"  {'objective':<10}{'steps/s':>9}{'tokens/s':>10}{'CPU s/step':>12}{'parameters':>13}")
+              f"CPU, deterministic kernels, masked-LM heads {results['mlm']['head']}, best of {args.rounds} rounds of "
+              f"{args.steps} steps")
+        print(f"  {'objective':<10}{'steps/s':>9}{'tokens/s':>10}{'CPU s/step':>12}{'GFLOP/step':>12}{'parameters':>13}")
         for objective, figures in results.items():
             seconds = figures["seconds_per_step"]
             print(f"  {objective:<10}{1 / seconds:>9.2f}{tokens / seconds:>10,.0f}"
-                  f"{figures['cpu_seconds_per_step']:>12.2f}{figures['parameters']:>13,}")
+                  f"{figures['cpu_seconds_per_step']:>12.2f}{figures['flops_per_step'] / 1e9:>12.1f}"
+                  f"{figures['parameters']:>13,}")
         mlm, electra = results["mlm"], results["electra"]
         print(f"  ELECTRA / masked LM: {electra['seconds_per_step'] / mlm['seconds_per_step']:.2f}x the wall time of "
-              f"a step, {electra['cpu_seconds_per_step'] / mlm['cpu_seconds_per_step']:.2f}x its CPU time")
+              f"a step, {electra['cpu_seconds_per_step'] / mlm['cpu_seconds_per_step']:.2f}x its CPU time, "
+              f"{electra['flops_per_step'] / mlm['flops_per_step']:.2f}x its model FLOPs")
         if args.budget_seconds:
             print(f"Pretraining each for about {args.budget_seconds:g} CPU seconds:")
             for objective in OBJECTIVES:

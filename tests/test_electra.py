@@ -1,12 +1,13 @@
 """`--task electra`: a generator and a discriminator pretrained together by replaced-token detection.
 
 The quick tests build tiny models in this process: the embeddings are one set of variables, replacements follow the
-generator's softmax from draws keyed like the masks, the loss of two halves of a batch weighted by their tokens is
-the whole batch's (what makes two replicas train as one: the masks and draws are the same on any replicas, as
+generator's softmax from draws keyed like the masks, the generator's sparse head gives the dense head's samples and
+loss, the loss of two halves of a batch weighted by their tokens is the whole batch's (what makes two replicas train as one: the masks and draws are the same on any replicas, as
 tests/test_resume.py and test_evaluate.py show for the masks made beside them), both models are saved together or
 not at all, and the encoder tasks start from the saved discriminator. The slow ones train for real: a run killed
 (SIGKILL) and started again ends bit-identical to the uninterrupted run; the discriminator beats calling every token
-original; both folders load in transformers 5; inspect shows the replaced tokens and export writes both folders."""
+original, and the log counts tokens/s and both models' FLOPs; both folders load in transformers 5; inspect shows the
+replaced tokens and export writes both folders."""
 
 import contextlib
 import io
@@ -23,6 +24,7 @@ import pytest
 from conftest import MAX_LENGTH
 from test_export import pytorch_python
 from test_resume import resumed_at, step_losses, train_and_kill_after_backup, weights
+from test_sparse_head import LENGTH as SPARSE_LENGTH, rows, tokenizer  # noqa: F401 (fixtures: rows of real shards)
 
 ROBERTA_INPUT = "The game was released in Japan ."
 
@@ -145,6 +147,55 @@ def test_two_halves_weighted_by_their_tokens_make_the_whole_batchs_loss_gradient
     originals = np.where(masked, labels, batch["input_ids"].numpy())
     assert not (replaced & ~masked).any() and replaced.any()
     assert np.array_equal(replaced, read != originals)
+
+
+def test_the_generators_sparse_head_samples_at_its_slots_and_gives_the_dense_heads_loss(tokenizer, rows):
+    """The generator's head at the sparse head's prediction slots (the default) against at every position
+    (--dense-mlm-head), on the same masks and draws: the same samples put in the discriminator's input, the same loss
+    terms within float rounding, the same counts and gradients. With too few slots, the masks left out stay
+    original tokens, never replaced."""
+    import tensorflow as tf
+
+    from mlm_tpu.electra.replacements import with_replacement_draws
+    from mlm_tpu.electra.task import ElectraTask
+    from mlm_tpu.mlm.masking import MlmMasker
+    from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS, default_slots
+    from mlm_tpu.training.task import TARGETS_LEFT_OUT
+
+    model, task = tiny_pretrainer(hidden_dropout_prob=0.0), ElectraTask("electra")
+
+    def batch(slots):
+        return with_replacement_draws(MlmMasker(tokenizer, 0.3, 3, slots), 3)(tf.constant(7), rows)
+
+    def run(batch):
+        with tf.GradientTape() as tape:
+            outputs = task.training_outputs(model, batch, False)  # no dropout: the two runs' must not differ
+            loss = tf.reduce_sum(outputs.loss)
+        gradients = [tf.convert_to_tensor(gradient).numpy() for gradient in
+                     tape.gradient(loss, model.trainable_variables)]
+        return outputs, gradients, [float(count) for count in task.training_counts(outputs, batch)]
+
+    dense, sparse = batch(None), batch(default_slots(0.3, SPARSE_LENGTH))
+    assert sparse[MASKED_POSITIONS].shape[1] < SPARSE_LENGTH and int(tf.reduce_sum(sparse[TARGETS_LEFT_OUT])) == 0
+    (dense_outputs, dense_gradients, dense_counts), (sparse_outputs, sparse_gradients, sparse_counts) = map(
+        run, (dense, sparse))
+    assert sparse_outputs.generator_logits.shape[1] == sparse[MASKED_POSITIONS].shape[1]
+    np.testing.assert_allclose(sparse_outputs.loss, dense_outputs.loss, rtol=1e-6)
+    assert np.array_equal(sparse_outputs.discriminator_input_ids, dense_outputs.discriminator_input_ids)
+    assert np.array_equal(sparse_outputs.replaced, dense_outputs.replaced) and dense_outputs.replaced.numpy().any()
+    assert sparse_counts == dense_counts and np.array_equal(task.loss_weights(sparse), task.loss_weights(dense))
+    scale = max(np.abs(gradient).max() for gradient in dense_gradients)
+    for sparse_gradient, dense_gradient in zip(sparse_gradients, dense_gradients):
+        np.testing.assert_allclose(sparse_gradient, dense_gradient, atol=1e-5 * scale)
+
+    few = batch(2)  # rows of more masks keep 2, the others back to their tokens: only slots are sampled
+    outputs = task.training_outputs(model, few, False)
+    assert int(tf.reduce_sum(few[TARGETS_LEFT_OUT])) > 0
+    slots = np.zeros(few["input_ids"].shape, bool)
+    for row, (positions, labels) in enumerate(zip(few[MASKED_POSITIONS].numpy(), few["labels"].numpy())):
+        slots[row, positions[labels != -100]] = True
+    read = outputs.discriminator_input_ids.numpy()
+    assert np.array_equal(read[~slots], few["input_ids"].numpy()[~slots]) and not outputs.replaced.numpy()[~slots].any()
 
 
 def save_as_trained(folder, model, tokenizer, epoch=1):
@@ -283,6 +334,18 @@ def test_a_run_killed_and_started_again_ends_bit_identical_to_the_uninterrupted_
 def test_the_discriminator_learns_to_tell_replaced_tokens_better_than_calling_all_original(electra_runs):
     folder, log = electra_runs
     assert "24 steps in all" in log and "discriminator accuracy" in log
+    # tokens/s and the FLOPs of both models, the generator's head at the sparse head's slots (25 of the 64 positions)
+    from transformers import AutoConfig
+
+    from mlm_tpu.training.flops import electra_cost
+
+    discriminator = AutoConfig.from_pretrained(folder / "uninterrupted")
+    generator = AutoConfig.from_pretrained(folder / "uninterrupted" / "generator")
+    per_token = electra_cost(generator, discriminator, MAX_LENGTH, 25).flops_per_token
+    assert "Masked-LM head: sparse, at 25 of the 64 positions" in log
+    logged = re.findall(r"[\d,]+ tokens/s .*, ([\d.]+) ([kMG])FLOP per token, MFU unknown", log)
+    assert logged and all(float(value) * {"k": 1e3, "M": 1e6, "G": 1e9}[prefix] == pytest.approx(per_token, rel=5e-3)
+                          for value, prefix in logged), log[-2000:]
     scores = json.loads((folder / "uninterrupted" / ".card_facts.json").read_text())["validation"]
     assert {"loss", "generator_loss", "generator_accuracy", "discriminator_loss", "discriminator_accuracy",
             "replaced_precision", "replaced_recall", "replaced_share"} <= set(scores)
@@ -330,7 +393,8 @@ def test_inspect_shows_the_tokens_the_generator_replaced(electra_runs, shards, w
     examples = examples_as_fed(InspectionConfig(str(shards / "validation"), str(wikitext_tokenizer[0]),
                                                 num_examples=4, task="electra",
                                                 model=str(electra_runs[0] / "uninterrupted")), plug_in_of_split)
-    assert set(examples[0]) == {"input_ids", "labels", "discriminator_input_ids", "replaced"}
+    assert set(examples[0]) == {"input_ids", "labels", "masked_lm_positions", "targets_left_out",
+                                "discriminator_input_ids", "replaced"}  # the sparse head's slots, as training's
     for example in examples:
         fed, read = example["input_ids"]["ids"], example["discriminator_input_ids"]["ids"]
         assert len(fed) == len(read) == MAX_LENGTH and "[MASK]" in example["input_ids"]["text"]

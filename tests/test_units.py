@@ -127,21 +127,33 @@ def test_scores_count_only_the_positions_that_take_a_loss():
 
 
 @pytest.mark.parametrize("task, kind, setting", [("mlm", MLM, "labels"), ("classification", TEXT2TEXT, "mlm_probability"),
-                                                 ("generation", TEXT2TEXT, "mlm_probability")])
+                                                 ("generation", TEXT2TEXT, "max_predictions_per_seq"),
+                                                 ("generation", TEXT2TEXT, "dense_mlm_head")])
 def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting):
     from mlm_tpu.tasks import make_task
     from mlm_tpu.training.config import TrainingConfig
 
     plug_in = make_task(task)
     assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
-    value = ("a", "b") if setting == "labels" else 0.2
+    value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True}
     with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
-        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value}))
+        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value[setting]}))
+    plug_in.check(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
 
 
-SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "generator_size_ratio": 0.5, "discriminator_weight": 10.0,
-                          "labels": ("a", "b"), "max_target_length": 8, "max_new_tokens": 8,
-                          "model_name_or_path": "roberta-base", "metric_for_best_model": "loss"}
+@pytest.mark.parametrize("task", ["mlm", "electra"])  # ELECTRA's generator: a masked-LM head too
+def test_the_dense_head_has_no_prediction_slots_to_set(task):
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    with pytest.raises(UserError, match="drop one of --dense-mlm-head and --max-predictions-per-seq"):
+        make_task(task).check(TrainingConfig("t", "o", task=task, dense_mlm_head=True, max_predictions_per_seq=20))
+
+
+SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "dense_mlm_head": True, "max_predictions_per_seq": 20,
+                          "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),
+                          "max_target_length": 8, "max_new_tokens": 8, "model_name_or_path": "roberta-base",
+                          "metric_for_best_model": "loss"}
 
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
@@ -158,7 +170,8 @@ def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
             except UserError:  # one line, not a crash
                 pass
     assert takes["generator_size_ratio"] == takes["discriminator_weight"] == {"electra"}
-    assert takes["mlm_probability"] == {"mlm", "electra"} and takes["labels"] == {"classification"}
+    assert takes["mlm_probability"] == takes["dense_mlm_head"] == takes["max_predictions_per_seq"] == {"mlm", "electra"}
+    assert takes["labels"] == {"classification"}
     assert "electra" not in takes["model_name_or_path"] | takes["metric_for_best_model"]
     assert all(takes.values()), takes  # each is some task's
 

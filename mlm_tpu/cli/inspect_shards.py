@@ -28,7 +28,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    "and the tokens the generator replaced, sampled by --model's generator.")
     FLAGS.add(parser, "--model", help="--task electra: the --output-dir of `train.py --task electra` (its generator).")
     add_flag(parser, "--json", action="store_true",
-             help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}}.')
+             help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}} ("text" for '
+                  'token ids only).')
     add_verbose_flag(parser)
     return parser
 
@@ -45,4 +46,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.in
             continue
         print(f"=== example {number}")
         for name, feature in example.items():
-            print(f"{name} ({len(feature['ids'])} ids): {feature['text']}\n  ids: {' '.join(map(str, feature['ids']))}")
+            ids = " ".join(map(str, feature["ids"]))
+            print(f"{name} ({len(feature['ids'])} ids): {feature['text']}\n  ids: {ids}" if "text" in feature else
+                  f"{name}: {ids}")

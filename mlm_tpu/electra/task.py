@@ -1,12 +1,12 @@
 """`--task electra`: ELECTRA pretrained from scratch by replaced-token detection, on the masked-LM shards as they are.
 
-Each batch is masked as the masked LM's are (its masker, through MaskedLmTask.make_transform) and gets its
-replacement draws (replacements.py); the generator fills the masked positions and the discriminator tells every
-token apart (model.py). The loss is the generator's masked-LM loss plus λ (--discriminator-weight, 50) times the
-discriminator's binary cross-entropy over every real token; the training accuracy logged is the discriminator's.
-Validation reports both models' losses and accuracies and the replaced class's precision and recall
-(validation.py); the output folder holds the discriminator of the last epoch, its generator in generator/
-(folders.py).
+Each batch is masked as the masked LM's are (its masker, through MaskedLmTask.make_transform: into the sparse head's
+prediction slots, unless --dense-mlm-head) and gets its replacement draws (replacements.py); the generator fills the
+masked positions and the discriminator tells every token apart (model.py). The loss is the generator's masked-LM
+loss plus λ (--discriminator-weight, 50) times the discriminator's binary cross-entropy over every real token; the
+training accuracy logged is the discriminator's. Validation reports both models' losses and accuracies and the
+replaced class's precision and recall (validation.py, on masks made without slots, as the masked LM validates);
+the output folder holds the discriminator of the last epoch, its generator in generator/ (folders.py).
 """
 
 from typing import Optional
@@ -18,13 +18,14 @@ from mlm_tpu.console import log
 from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save_electra_folders
 from mlm_tpu.electra.model import DEFAULT_DISCRIMINATOR_WEIGHT, ElectraPretrainer
 from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, generator_config, generator_size_ratio
-from mlm_tpu.electra.replacements import with_replacement_draws
+from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, with_replacement_draws
 from mlm_tpu.electra.validation import SCORE_NAMES, ReplacedTokenValidation
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.task import MaskedLmTask
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.training.flops import ExampleCost, electra_cost
 from mlm_tpu.training.task import Validation
 
 
@@ -67,8 +68,19 @@ class ElectraTask(MaskedLmTask):
         return ElectraPretrainer.from_configs(generator, discriminator, self.discriminator_weight)
 
     def make_transform(self, tokenizer):
-        masking = super().make_transform(tokenizer)
+        return self.with_draws(super().make_transform(tokenizer))
+
+    @staticmethod
+    def with_draws(masking):
+        """seed -> the masked LM's transform (`masking(seed)`) with the replacement draws added."""
         return lambda seed: with_replacement_draws(masking(seed), seed)
+
+    def training_outputs(self, model, batch, training: bool):
+        return model.on_batch(batch, training)
+
+    def example_cost(self, model, shards: ShardSet) -> ExampleCost:
+        return electra_cost(model.generator.config, model.discriminator.config, shards.length,
+                            self.prediction_slots or shards.length)
 
     def loss_weights(self, batch):
         masked = tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32))
@@ -80,15 +92,15 @@ class ElectraTask(MaskedLmTask):
         return tf.reduce_sum(right), tf.reduce_sum(real)
 
     def inspected(self, batch):
-        outputs = self.inspected_model(**batch, training=False)
-        return {"input_ids": batch["input_ids"], "labels": batch["labels"],
+        outputs = self.inspected_model.on_batch(batch, training=False)
+        return {**{name: values for name, values in batch.items() if name != REPLACEMENT_DRAWS},
                 "discriminator_input_ids": outputs.discriminator_input_ids,
                 "replaced": tf.where(outputs.replaced, outputs.discriminator_input_ids, IGNORE_INDEX)}
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        return ReplacedTokenValidation(strategy, model, shards, per_replica_batch_size, self.make_transform(tokenizer),
-                                       seed, jit_compile=on_tpu)
+        return ReplacedTokenValidation(strategy, model, shards, per_replica_batch_size,
+                                       self.with_draws(self.masking(tokenizer, None)), seed, jit_compile=on_tpu)
 
     def card_words(self, model, tokenizer) -> CardWords:
         if isinstance(model, TFElectraForMaskedLM):

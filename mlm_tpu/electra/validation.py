@@ -24,7 +24,7 @@ SCORE_NAMES = {"loss": "loss", "generator_loss": "generator loss", "generator_ac
 
 def replaced_token_sums(model, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """The sums the scores are made of, for one batch (`model`: an ElectraPretrainer)."""
-    outputs = model(**batch, training=False)
+    outputs = model.on_batch(batch, training=False)
     labels = tf.cast(batch["labels"], tf.int32)
     masked = tf.cast(tf.not_equal(labels, IGNORE_INDEX), tf.float32)
     real = tf.cast(batch["attention_mask"], tf.float32)

@@ -65,8 +65,8 @@ class EncoderTask(Task):
     head_class: type
     token_level: bool
     accuracy_name = "accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "mlm_probability", "generator_size_ratio",
-                       "discriminator_weight")
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", "mlm_probability", "dense_mlm_head",
+                       "max_predictions_per_seq", "generator_size_ratio", "discriminator_weight")
     token_features = ("input_ids",)  # its labels are classes, which inspection shows by name
     pipeline_tag: str
     widget_text: str
@@ -131,7 +131,7 @@ class EncoderTask(Task):
 
     def build_model(self, config, tokenizer, train: ShardSet):
         if config.model_name_or_path:
-            model = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels)
+            model, self.new_weights = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels)
             if len(tokenizer) > model.config.vocab_size:
                 raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                                 f"{model.config.vocab_size} embeddings; shard with the model's own tokenizer")

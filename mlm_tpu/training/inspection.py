@@ -36,7 +36,8 @@ def examples_as_fed(config: InspectionConfig,
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split),
     and what the task's model adds to it (ELECTRA's replacements); token ids (the task's `token_features`) also as
-    text, other features (token types, an encoder's labels) as numbers; labels only where they take a loss."""
+    text, an encoder's labels by name, other features (token types, the sparse masked-LM head's masked_lm_positions,
+    targets_left_out) as numbers; labels only where they take a loss."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -63,8 +64,10 @@ def examples_as_fed(config: InspectionConfig,
             ids = [value for value in values[row].numpy().tolist() if value != IGNORE_INDEX]
             if name in task.token_features:
                 example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
-            elif name != "attention_mask":  # token types; an encoder's labels, by name when they have names
-                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names and name == "labels"
-                                                              else str(value) for value in ids)}
+            elif name == "labels":  # an encoder's labels, by name when they have names
+                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names else str(value)
+                                                              for value in ids)}
+            elif name != "attention_mask":  # token types, the sparse head's positions: numbers
+                example[name] = {"ids": ids}
         examples.append(example)
     return examples

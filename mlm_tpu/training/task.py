@@ -17,8 +17,12 @@ from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.flops import ExampleCost
 
 Scores = Dict[str, float]
+# a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
+# beyond its prediction slots); the trainer adds them up and the epoch's log line says how many (describe_left_out)
+TARGETS_LEFT_OUT = "targets_left_out"
 
 
 def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
@@ -77,6 +81,8 @@ class Task:
     companion_folders: Tuple[str, ...] = ()
     inspects_with_a_model: bool = False  # inspection needs a trained model (--model): ELECTRA's generator samples
     token_features: Tuple[str, ...] = ("input_ids", "labels")  # features of token ids, shown as text by inspection
+    new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
+    # head): a delta-tuning run trains and saves them beside its delta
 
     def __init__(self, name: str):
         self.name = name
@@ -86,7 +92,8 @@ class Task:
         if config.task != self.name:
             raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
         for name in self.unused_settings:
-            if getattr(config, name) not in (None, ()):
+            value = getattr(config, name)
+            if not (value is None or value is False or value == ()):
                 raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
@@ -121,9 +128,10 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs on a training batch (packed rows too, for tasks that pack): `.loss`, the loss's terms,
-        each the mean over the positions `loss_weights` counts for it (a task of one term: a scalar, or values whose
-        mean is that term's, as a sequence classifier's per-example losses)."""
+        """The model's outputs on a training batch (packed rows too, for tasks that pack; a masked LM's prediction
+        slots): `.loss`, the loss's terms, each the mean over the positions `loss_weights` counts for it (a task of one
+        term: a scalar, or values whose mean is that term's, as a sequence classifier's per-example losses), and what
+        `training_counts` reads (by default `.logits`, lined up with the batch's labels)."""
         return model(**batch, training=training)
 
     def loss_weights(self, batch: Dict):
@@ -148,6 +156,15 @@ class Task:
         scored = tf.not_equal(batch["labels"], IGNORE_INDEX)
         right = tf.logical_and(scored, self.training_hits(outputs.logits, batch["labels"]))
         return tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))
+
+    def example_cost(self, model, shards: ShardSet) -> Optional[ExampleCost]:
+        """The positions and model FLOPs of one training example of `shards` (training/flops.py), for tokens/s and
+        MFU in the logs (None: not counted)."""
+        return None
+
+    def describe_left_out(self, count: int) -> str:
+        """The epoch's log line on `count` targets its batches left out (their TARGETS_LEFT_OUT)."""
+        return f"{count:,} targets were left out of the loss"
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""

@@ -29,7 +29,7 @@ import tf_keras as keras
 import mlm_tpu
 from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, to_dict
-from mlm_tpu.console import log, progress
+from mlm_tpu.console import log, progress, warn
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
@@ -53,7 +53,8 @@ from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_o
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
-from mlm_tpu.training.task import Task
+from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task
+from mlm_tpu.training.throughput import Throughput, find_peak
 
 RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
 BEST_RECORD = "best_model.json"
@@ -77,6 +78,7 @@ class LoopState:
     epoch_steps: int = 0
     epoch_hits: float = 0.0  # scored positions predicted right, and scored positions, this epoch
     epoch_scored: float = 0.0
+    epoch_left_out: float = 0.0  # targets the batches' transform left out (TARGETS_LEFT_OUT), this epoch
     interval_loss: float = 0.0  # since the last logging step
     interval_steps: int = 0
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
@@ -185,8 +187,9 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
 
 
 def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, task: Optional[Task] = None):
-    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over the global
-    batch), and the hits and scored positions of its training accuracy.
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 4]: each step's loss (the mean over the global
+    batch), the hits and scored positions of its training accuracy, and the targets the batch's transform left out
+    (its TARGETS_LEFT_OUT feature, if any).
 
     The task's loss is a mean per term over its replica's positions (`task.training_outputs`, `task.loss_weights`:
     one term, the masked or target tokens, for most tasks); each term weighted by the replica's share of all its
@@ -205,7 +208,8 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
             loss = tf.reduce_sum(terms * shares)
         gradients = tape.gradient(loss, model.trainable_variables)
         hits, scored = task.training_counts(outputs, batch)
-        return gradients, tf.stack([loss, hits, scored])
+        left_out = tf.reduce_sum(tf.cast(batch.get(TARGETS_LEFT_OUT, tf.zeros([])), tf.float32))
+        return gradients, tf.stack([loss, hits, scored, left_out])
 
     # Traced as written: transformers' TF models need no AutoGraph (Keras would otherwise convert every layer's
     # call, 2/3 of a run's start-up), and the graph is the same op for op: a run's weights are bit-identical.
@@ -401,6 +405,9 @@ class _Loop:
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
         self.best_metric = self.task.best_metric(self.config) if validation else None
         self.callbacks = keras.callbacks.CallbackList(trainer.user_callbacks, model=model)
+        self.example_cost = self.task.example_cost(model, self.shards)
+        self.peak, self.device = find_peak(self.config.peak_tflops, self.config.hardware.tpu is not None)
+        self.replicas = plan.global_batch_size // self.config.per_replica_batch_size
 
     def execution_length(self, step: int) -> int:
         """Steps until the next place the loop must stop: an epoch's end, a backup, the end, or a full execution."""
@@ -413,14 +420,14 @@ class _Loop:
     def train(self, train_steps, iterator, step: int) -> None:
         self.callbacks.on_train_begin()
         bar = None
-        started = time.perf_counter()
+        started, timed_from = time.perf_counter(), step
         while step < self.plan.total_steps:
             epoch = step // self.plan.steps_per_epoch
             if bar is None:
                 bar = progress(total=self.plan.steps_per_epoch, initial=step - epoch * self.plan.steps_per_epoch,
                                desc=f"epoch {epoch + 1}/{self.plan.epochs}", unit=" steps", disable=None, leave=False)
                 self.callbacks.on_epoch_begin(epoch)
-                started = time.perf_counter()
+                started, timed_from = time.perf_counter(), step
             length = self.execution_length(step)
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
@@ -434,7 +441,7 @@ class _Loop:
             if step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps:
                 bar.close()
                 bar = None
-                self.end_epoch(epoch, step, time.perf_counter() - started)
+                self.end_epoch(epoch, step, time.perf_counter() - started, step - timed_from)
                 if self.model.stop_training:  # a user's Keras callback asked to stop
                     break
             if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
@@ -466,11 +473,12 @@ class _Loop:
     def count(self, results: np.ndarray, step: int) -> None:
         """Add each step's loss and hits to the epoch's sums; write the loss at every logging step."""
         state = self.state
-        for offset, (loss, hits, scored) in enumerate(results.astype(np.float64)):
+        for offset, (loss, hits, scored, left_out) in enumerate(results.astype(np.float64)):
             state.epoch_loss += loss
             state.epoch_steps += 1
             state.epoch_hits += hits
             state.epoch_scored += scored
+            state.epoch_left_out += left_out
             state.interval_loss += loss
             state.interval_steps += 1
             done = step + offset + 1
@@ -478,18 +486,23 @@ class _Loop:
                 self.logs.write(TRAIN, done, {LOSS: state.interval_loss / state.interval_steps})
                 state.interval_loss, state.interval_steps = 0.0, 0
 
-    def end_epoch(self, epoch: int, step: int, seconds: float) -> None:
-        """Validate, then save the model if it is the best so far (or always, without a best metric), then push."""
+    def end_epoch(self, epoch: int, step: int, seconds: float, timed_steps: int) -> None:
+        """Validate, then save the model if it is the best so far (or always, without a best metric), then push.
+        `timed_steps`: the steps of this epoch this process ran in `seconds` (fewer than its steps when resumed)."""
         state, accuracy_name = self.state, self.task.accuracy_name
         training = {LOSS: state.epoch_loss / state.epoch_steps,
                     accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
-        examples = state.epoch_steps * self.plan.global_batch_size
+        speed = Throughput(timed_steps * self.plan.global_batch_size, max(seconds, 1e-9), self.replicas,
+                           self.example_cost, self.peak, self.device)
         log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
-            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s, "
-            f"{examples / max(seconds, 1e-9):,.0f} examples/s)")
+            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s); {speed.describe()}")
+        if state.epoch_left_out:
+            warn(self.task.describe_left_out(int(state.epoch_left_out)))
+            training["targets_left_out"] = int(state.epoch_left_out)
         if not self.config.logging_steps:
             self.logs.write(TRAIN, step, {LOSS: training[LOSS]})
-        self.logs.write(TRAIN, step, {accuracy_name: training[accuracy_name]})
+        self.logs.write(TRAIN, step, {name: value for name, value in training.items() if name != LOSS})
+        self.logs.write(TRAIN, step, speed.scalars())
         scores = self.validation.run() if self.validation else {}
         if scores:
             log(f"Epoch {epoch + 1} validation: {self.validation.describe(scores)}")
@@ -497,6 +510,7 @@ class _Loop:
         saved = self.save_if_better(epoch, step, scores)
         state.epochs.append({"epoch": epoch + 1, "step": step, **training, "validation": scores, "saved": saved})
         state.epoch_loss, state.epoch_steps, state.epoch_hits, state.epoch_scored = 0.0, 0, 0.0, 0.0
+        state.epoch_left_out = 0.0
         if saved and self.pusher:
             self.pusher.push(f"Training in progress, epoch {epoch + 1}")
         self.callbacks.on_epoch_end(epoch, {**training, **{f"val_{name}": value for name, value in scores.items()}})
