@@ -39,12 +39,12 @@ from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
                                     host_mixture_batches, members_of)
 from mlm_tpu.shards.packed_rows import packed_rows, steps_of
-from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
-                                     steps_per_epoch)
+from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, next_per_replica,
+                                     reading_errors, steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches
-from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
+from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
@@ -230,7 +230,7 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
     def train_steps(iterator, steps):
         results = tf.TensorArray(tf.float32, size=steps)
         for index in tf.range(steps):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            per_replica = strategy.run(replica_step, args=(next_per_replica(strategy, iterator),))
             results = results.write(index, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
         return results.stack()
 
@@ -267,7 +267,8 @@ class Trainer:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         check_output_folder(config)  # what the run reads is checked first, then where it writes
-        record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
+        record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
         global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
         changes = self._resumed_changes(record, global_batch_size) if record else []
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
@@ -419,9 +420,12 @@ class _Loop:
 
     def train(self, train_steps, iterator, step: int) -> None:
         self.callbacks.on_train_begin()
+        going_on = True
+        if self.state.epoch_steps and self.ends_epoch(step):  # stopped after the epoch's last step, before its end
+            going_on = self.finish_epoch(step, None, 0)
         bar = None
         started, timed_from = time.perf_counter(), step
-        while step < self.plan.total_steps:
+        while going_on and step < self.plan.total_steps:
             epoch = step // self.plan.steps_per_epoch
             if bar is None:
                 bar = progress(total=self.plan.steps_per_epoch, initial=step - epoch * self.plan.steps_per_epoch,
@@ -429,6 +433,7 @@ class _Loop:
                 self.callbacks.on_epoch_begin(epoch)
                 started, timed_from = time.perf_counter(), step
             length = self.execution_length(step)
+            self.callbacks.on_train_batch_begin(step)  # Keras times a batch from its begin: a user's end hook needs it
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
@@ -438,18 +443,40 @@ class _Loop:
             step += length
             bar.update(length)
             self.callbacks.on_train_batch_end(step - 1, {"loss": float(results[-1, 0])})
-            if step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps:
+            if self.ends_epoch(step):
                 bar.close()
                 bar = None
-                self.end_epoch(epoch, step, time.perf_counter() - started, step - timed_from)
-                if self.model.stop_training:  # a user's Keras callback asked to stop
-                    break
-            if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
-                self.save_backup(step)
-                self.stops.stop(step)
-            if step < self.plan.total_steps and self.backup_due(step):
-                self.save_backup(step)
+                # first: the validation and save can outlast the notice a preempted machine gets (about 30 s)
+                self.stop_if_asked(step)
+                going_on = self.finish_epoch(step, time.perf_counter() - started, step - timed_from)
+            else:
+                self.between_executions(step)
         self.callbacks.on_train_end()
+
+    def ends_epoch(self, step: int) -> bool:
+        return step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps
+
+    def finish_epoch(self, step: int, seconds: Optional[float], timed_steps: int) -> bool:
+        """The end of the epoch that ends at `step`, then what is due between executions; False when a user's Keras
+        callback asked to stop."""
+        self.end_epoch((step - 1) // self.plan.steps_per_epoch, step, seconds, timed_steps)
+        if self.model.stop_training:
+            return False
+        self.between_executions(step)
+        return True
+
+    def between_executions(self, step: int) -> None:
+        """Stop with a backup if any worker was asked to; else back up if one is due."""
+        if step < self.plan.total_steps:
+            self.stop_if_asked(step)
+            if self.backup_due(step):
+                self.save_backup(step)
+
+    def stop_if_asked(self, step: int) -> None:
+        """A backup at `step` and the end of the run, if any worker was sent SIGTERM (all of them agree)."""
+        if self.stops.agreed():
+            self.save_backup(step)
+            self.stops.stop(step)
 
     def save_backup(self, step: int) -> None:
         if self.member_counts:
@@ -486,23 +513,26 @@ class _Loop:
                 self.logs.write(TRAIN, done, {LOSS: state.interval_loss / state.interval_steps})
                 state.interval_loss, state.interval_steps = 0.0, 0
 
-    def end_epoch(self, epoch: int, step: int, seconds: float, timed_steps: int) -> None:
+    def end_epoch(self, epoch: int, step: int, seconds: Optional[float], timed_steps: int) -> None:
         """Validate, then save the model if it is the best so far (or always, without a best metric), then push.
-        `timed_steps`: the steps of this epoch this process ran in `seconds` (fewer than its steps when resumed)."""
+        `timed_steps`: the steps of this epoch this process ran in `seconds` (fewer than its steps when resumed; none,
+        and `seconds` None, when the run was stopped and resumed right before the epoch's end)."""
         state, accuracy_name = self.state, self.task.accuracy_name
         training = {LOSS: state.epoch_loss / state.epoch_steps,
                     accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
-        speed = Throughput(timed_steps * self.plan.global_batch_size, max(seconds, 1e-9), self.replicas,
-                           self.example_cost, self.peak, self.device)
+        speed = (Throughput(timed_steps * self.plan.global_batch_size, max(seconds, 1e-9), self.replicas,
+                            self.example_cost, self.peak, self.device) if seconds is not None and timed_steps else None)
         log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
-            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s); {speed.describe()}")
+            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps" +
+            (f", {seconds:.1f} s); {speed.describe()}" if speed else ")"))
         if state.epoch_left_out:
             warn(self.task.describe_left_out(int(state.epoch_left_out)))
             training["targets_left_out"] = int(state.epoch_left_out)
         if not self.config.logging_steps:
             self.logs.write(TRAIN, step, {LOSS: training[LOSS]})
         self.logs.write(TRAIN, step, {name: value for name, value in training.items() if name != LOSS})
-        self.logs.write(TRAIN, step, speed.scalars())
+        if speed:
+            self.logs.write(TRAIN, step, speed.scalars())
         scores = self.validation.run() if self.validation else {}
         if scores:
             log(f"Epoch {epoch + 1} validation: {self.validation.describe(scores)}")
@@ -532,13 +562,17 @@ class _Loop:
         return True
 
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
-        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
+        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder: the chief's
+        alone to write. Saving reads the weights, which are MirroredVariables (no SyncOnRead variables, such as
+        Keras metrics', whose reading would be a collective every worker must join), so the others skip it."""
+        if not self.worker.is_chief:
+            return
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
         self.saved_card = self.task.card_facts(self.model, self.tokenizer, corpus=corpus,
                                                max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                                global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                                validation=scores, validation_corpus=self.eval_corpus)
-        self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
+        self.task.save_model(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
     def draw_loss_plot(self) -> None:
