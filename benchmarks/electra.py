@@ -11,10 +11,11 @@ objective is timed in its own process with the trainer's own step function (one 
 seconds per step (every thread of the process, steadier on a shared machine), the model FLOPs of a step as the
 logs count them (training/flops.py), and ELECTRA's cost relative to the masked LM's.
 
-`pretrain(objective, ...)` trains one objective for a CPU-time budget (as many steps as its measured CPU seconds
-per step allow) with `python train.py` and returns its output folder; with --budget-seconds the script runs it for
+`pretraining_flags(objective, ...)` gives the `python train.py` flags of a run of either objective with a preset's
+discriminator shape; `pretrain(objective, ...)` runs them for a CPU-time budget (as many steps as its measured CPU
+seconds per step allow) and returns its output folder; with --budget-seconds the script runs it for
 both objectives and prints each run's last training figures. The downstream comparison (each folder fine-tuned on
-the offline tasks, median of seeds) is to be added on top of `pretrain`.
+the offline tasks, median of seeds) is left to the downstream benchmark, on top of these.
 Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--dense-mlm-head]
     [--budget-seconds S]
 """
@@ -27,6 +28,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import List
 
 from train_throughput import MAX_LENGTH, ROOT, own_loop_seconds_per_step, prepare_wikitext, prepared_wikitext
 
@@ -89,6 +91,16 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
                                                   if objective == "electra" else "")}
 
 
+def pretraining_flags(objective: str, work: Path, preset: str, steps: int, batch_size: int, seed: int,
+                      output: Path) -> List[str]:
+    """The `python train.py` flags that pretrain `objective` with the preset's discriminator shape on `work`'s
+    tokenizer and training shards for `steps` steps (what a downstream comparison runs, as `pretrain` does)."""
+    return ["--task", objective, "--train-dataset", str(work / "shards" / "train"), "--tokenizer",
+            str(work / "tokenizer"), "--model-config", model_config_of(objective, preset, work), "--learning-rate",
+            str(LEARNING_RATE), "--per-replica-batch-size", str(batch_size), "--max-steps", str(steps), "--seed",
+            str(seed), "--output-dir", str(output)]
+
+
 def pretrain(objective: str, work: Path, preset: str, budget_seconds: float, cpu_seconds_per_step: float,
              batch_size: int, seed: int = 42) -> Path:
     """Pretrain `objective` with the preset's discriminator shape for about `budget_seconds` of CPU time (its steps
@@ -96,11 +108,8 @@ def pretrain(objective: str, work: Path, preset: str, budget_seconds: float, cpu
     discriminator, the encoder to fine-tune; for the masked LM: the model)."""
     output = work / "pretrained" / f"{objective}-seed{seed}"
     steps = max(1, int(budget_seconds / cpu_seconds_per_step))
-    command = [sys.executable, str(ROOT / "train.py"), "--task", objective, "--train-dataset",
-               str(work / "shards" / "train"), "--tokenizer", str(work / "tokenizer"), "--model-config",
-               model_config_of(objective, preset, work), "--learning-rate", str(LEARNING_RATE),
-               "--per-replica-batch-size", str(batch_size), "--max-steps", str(steps), "--seed", str(seed),
-               "--output-dir", str(output)]
+    command = [sys.executable, str(ROOT / "train.py"),
+               *pretraining_flags(objective, work, preset, steps, batch_size, seed, output)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV)
     if result.returncode:
         sys.exit(f"pretraining {objective} failed:\n{result.stderr[-3000:]}")
