@@ -32,7 +32,8 @@ class MaskedLmTask(Task):
     shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model",
+                       "generator_size_ratio", "discriminator_weight")
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -99,8 +100,13 @@ class MaskedLmTask(Task):
         return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
-        probability, slots = self.mlm_probability, self.prediction_slots
-        return lambda seed: MlmMasker(tokenizer, probability, seed, slots)
+        return self.masking(tokenizer, self.prediction_slots)
+
+    def masking(self, tokenizer, prediction_slots: Optional[int]) -> Callable[[int], MlmMasker]:
+        """seed -> the masker, into `prediction_slots` per row (the sparse head's), or (None) with labels at every
+        position, as validation masks for either head."""
+        probability = self.mlm_probability
+        return lambda seed: MlmMasker(tokenizer, probability, seed, prediction_slots)
 
     def example_cost(self, model, shards: ShardSet) -> ExampleCost:
         return masked_lm_cost(model.config, shards.length, self.prediction_slots or shards.length)
@@ -117,9 +123,7 @@ class MaskedLmTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        probability = self.mlm_probability
-        return TokenValidation(strategy, model, shards, per_replica_batch_size,
-                               lambda seed: MlmMasker(tokenizer, probability, seed), seed,
+        return TokenValidation(strategy, model, shards, per_replica_batch_size, self.masking(tokenizer, None), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
 
 
