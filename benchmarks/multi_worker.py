@@ -11,7 +11,7 @@ batch 16, a loss logged every step). Start-up: from starting the command to the 
 TensorBoard log (imports, forming the cluster, building the model, tracing the step). Steps/s: from the
 TensorBoard wall times of the steps after the first fifth (warm), over the rest. After the last step: from its loss
 to the command's end (the epoch's end and save, the input iterator's deletion, the processes' exit), where
-TensorFlow 2.21 could lose 20-40 s deleting an autotuned input iterator (see the README).
+TensorFlow 2.21 could lose 20-40 s deleting an autotuned input iterator (fixed since; the figures on the docs' Benchmarks page say how much).
 Usage: python benchmarks/multi_worker.py [--model-config tiny] [--steps 60]
 """
 

@@ -51,8 +51,8 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
-    from mlm_tpu.t5.packed import packed_outputs
     from mlm_tpu.t5.presets import config_for
+    from mlm_tpu.t5.text2text_task import Text2TextTask
     from mlm_tpu.tokenizer.load import load_tokenizer
     from mlm_tpu.training.optimizers import Adafactor
     from train_throughput import own_loop_seconds_per_step
@@ -76,7 +76,7 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
         real = batch["input_segments"] > 0 if pack else batch["attention_mask"] > 0
         padding.append(1 - float(tf.reduce_mean(tf.cast(real, tf.float32))))
     best = own_loop_seconds_per_step(dataset.repeat(), model, Adafactor(1e-3), steps,
-                                     forward=packed_outputs if pack else None)
+                                     task=Text2TextTask("generation"))  # packed rows or not, as its batches say
     return {"examples_per_second": batch_size * examples_per_row / best, "seconds_per_step": best,
             "examples_per_row": examples_per_row, "padding": sum(padding) / len(padding)}
 

@@ -68,10 +68,9 @@ class Runner:
         self.model.build_in_name_scope()
         rows = int(data[0]["input_ids"].shape[0])
         strategy = tf.distribute.get_strategy()
-        self.forward = MaskedLmTask("mlm").training_outputs
+        self.task = MaskedLmTask("mlm")
         self.step = make_train_steps(strategy, self.model, keras.optimizers.Adam(1e-4),
-                                     key_dropout_by_step(self.model, 0, BatchLayout(1, rows, 1, 1)),
-                                     forward=self.forward)
+                                     key_dropout_by_step(self.model, 0, BatchLayout(1, rows, 1, 1)), task=self.task)
         dataset = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(lambda *parts: tf.stack(parts), *data))
         self.iterator = iter(strategy.experimental_distribute_dataset(dataset.repeat()))
         self.one = tf.constant(1)
@@ -88,7 +87,7 @@ class Runner:
         self.best_cpu_seconds = min(self.best_cpu_seconds, (time.process_time() - cpu_started) / steps)
 
     def loss(self, batch) -> float:
-        return float(self.forward(self.model, batch, False).loss[0])
+        return float(self.task.training_outputs(self.model, batch, False).loss[0])
 
 
 def compare(preset: str, vocab_size: int, args) -> dict:

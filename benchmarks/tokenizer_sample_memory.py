@@ -3,7 +3,7 @@
 
 Each run is a fresh child of this small process, so that its peak resident memory (wait4's ru_maxrss) is its own
 (a child's peak counts the memory of the process it was forked from). Prints the peak, the seconds, and the sample's characters; then the memory each extra MB of sampled
-text cost, the figure the README's C4 arithmetic starts from. The 10x corpus repeats its text, so the trainer's word
+text cost, the figure the tokenizers guide's C4 arithmetic starts from. The 10x corpus repeats its text, so the trainer's word
 counts do not grow past one copy: the whole corpus costs little more than one copy's worth, and a sample of new
 text (a real large corpus) costs what the slope says.
 Usage: python benchmarks/tokenizer_sample_memory.py

@@ -84,9 +84,12 @@ def keras_fit_seconds_per_step(dataset, model, optimizer, metric, steps, rounds=
     return min(timer.seconds[1:]) / steps
 
 
-def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, forward=None):
+def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_compile=False, task=None,
+                              cpu_seconds_too=False):
     """Seconds per step of mlm_tpu's loop: the same step function the trainer runs, one step per execution
-    (`forward`: the task's, as make_train_steps takes it)."""
+    (`task`: the plug-in whose outputs, loss weights and counts it computes, as make_train_steps takes it); the best
+    timed round after a warm-up round (tracing). `cpu_seconds_too`: (wall, CPU) seconds per step, the CPU time of
+    every thread of this process, steadier than wall time on a shared machine."""
     import tensorflow as tf
 
     from mlm_tpu.shards.layout import BatchLayout
@@ -96,17 +99,18 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_co
     strategy = tf.distribute.get_strategy()
     layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
     train_steps = make_train_steps(strategy, model, optimizer, key_dropout_by_step(model, 0, layout), jit_compile,
-                                   forward)
+                                   task)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     one = tf.constant(1)
-    best = float("inf")
+    best, best_cpu = float("inf"), float("inf")
     for round_number in range(rounds + 1):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
             train_steps(iterator, one).numpy()
         if round_number:
             best = min(best, (time.perf_counter() - started) / steps)
-    return best
+            best_cpu = min(best_cpu, (time.process_time() - started_cpu) / steps)
+    return (best, best_cpu) if cpu_seconds_too else best
 
 
 def pipeline_examples_per_second(dataset, batch_size, batches=300, rounds=3):

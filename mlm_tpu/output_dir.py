@@ -57,7 +57,8 @@ MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", 
                        "loss.png", "training_args.json", "best_model.json",
                        # a delta-tuning run's adapter folder (mlm_tpu/delta/folder.py): PEFT's or AdapterHub's files
                        "adapter_config.json", "adapter_model.safetensors", "adapter.safetensors",
-                       "mlm_tpu_delta.json"), ("backup", "logs"))
+                       "mlm_tpu_delta.json"),
+                      ("backup", "logs", "generator"))  # generator/: an ELECTRA run's generator (mlm_tpu/electra)
 # Earlier versions wrote no record: a folder without one that holds the marker was made by them, and its
 # entries of the layout count as mlm_tpu's (a README.md only if it is one of mlm_tpu's cards).
 EARLIER_VERSIONS = (("tokenizer_training.json", TOKENIZER_FOLDER), ("training_args.json", MODEL_FOLDER),
@@ -285,7 +286,9 @@ def write_file(path: str, data: bytes, start_record: bool = False) -> None:
 def staged_output_dir(path: str, folders: Sequence[str] = ()) -> Iterator[str]:
     """Yield a staging folder for the files of `path`; on success they replace those of the same names there (a
     file mlm_tpu did not write is refused, and nothing is moved) and are recorded. A new `path` appears whole, once
-    complete. `folders`: sub-folders of `path` that the command made and owns whole."""
+    complete. `folders`: sub-folders of `path` that the command made and owns whole. A sub-folder made in the
+    staging folder (one of `folders`: ELECTRA's generator/) is published with it, its files into that sub-folder of
+    `path`, recorded there: the whole save is written before any of it is published, which is only renames."""
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     try:
@@ -296,18 +299,37 @@ def staged_output_dir(path: str, folders: Sequence[str] = ()) -> Iterator[str]:
         raise UserError(f"cannot write in '{parent}': {error.strerror or error}") from None
     try:
         yield staging
-        names = sorted(os.listdir(staging))
-        for name in names:
-            if os.path.isfile(os.path.join(staging, name)):
-                give_umask_mode(os.path.join(staging, name))
-        if not os.path.exists(path):
-            record = Record(staging, recognise=False)
-            record.files = {name: [_state(os.path.join(staging, name))] for name in names}
-            record.save()
-            os.replace(staging, path)
-            return
-        record = Record(path)
-        check_replacing(path, record.others(names), [], overwrite=True)
-        record.replace({name: os.path.join(staging, name) for name in names}, folders)
+        _publish(staging, path, folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: str, path: str, folders: Sequence[str]) -> None:
+    """Move what `staging` holds into `path` (see staged_output_dir): every folder's refusals first, then the staged
+    sub-folders' files, then those of `path` itself."""
+    names = sorted(os.listdir(staging))
+    subfolders = [name for name in names if os.path.isdir(os.path.join(staging, name))]
+    if set(subfolders) - set(folders):
+        raise ValueError(f"staged sub-folders {subfolders} that {path} does not own (it owns {list(folders)})")
+    # where (relative to path: "" is path itself) -> the files staged for it
+    staged = {"": [name for name in names if name not in subfolders],
+              **{name: sorted(os.listdir(os.path.join(staging, name))) for name in subfolders}}
+    for where, files in staged.items():
+        for name in files:
+            give_umask_mode(os.path.join(staging, where, name))
+    if not os.path.exists(path):
+        for where, files in staged.items():
+            record = Record(os.path.join(staging, where), recognise=False)
+            record.files = {name: [_state(os.path.join(staging, where, name))] for name in files}
+            record.folders = [] if where else subfolders
+            record.save()
+        os.replace(staging, path)
+        return
+    records = {where: Record(os.path.join(path, where)) for where in staged}
+    for where, files in staged.items():
+        check_replacing(os.path.join(path, where) if where else path,
+                        records[where].others(files if where else files + subfolders), [], overwrite=True)
+    for where in [*subfolders, ""]:  # the sub-folders first, then the folder that owns them
+        os.makedirs(os.path.join(path, where), exist_ok=True)
+        records[where].replace({name: os.path.join(staging, where, name) for name in staged[where]},
+                               () if where else folders)

@@ -3,6 +3,8 @@
 | task            | shards (`shard --task`) | model                  | validation each epoch                       |
 |-----------------|-------------------------|------------------------|---------------------------------------------|
 | mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
+| electra         | mlm                     | ELECTRA generator and  | both models' loss and accuracy, replaced    |
+|                 |                         | discriminator, scratch | tokens' precision and recall                |
 | span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
 | classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
 | generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
@@ -17,13 +19,16 @@ This registry sits above the stages and the product lines: the commands (api.py,
 up here and hand it to the trainer, evaluation, inspection or export, which never import a task.
 """
 
+import dataclasses
 import importlib
+import os
 from typing import Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
 
 PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_tpu.training.task.Task
     "mlm": ("mlm_tpu.mlm.task", "MaskedLmTask"),
+    "electra": ("mlm_tpu.electra.task", "ElectraTask"),
     "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
     "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
     "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
@@ -32,9 +37,9 @@ PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_t
 }
 TASKS = tuple(PLUG_INS)
 ENCODER_TASKS = ("sequence-classification", "token-classification")
-T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", *ENCODER_TASKS))
-ENCODER_HEADS = {"ForSequenceClassification": "sequence-classification",
-                 "ForTokenClassification": "token-classification"}  # a saved model's architecture -> its task
+T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCODER_TASKS))
+HEADS = {"ElectraForPreTraining": "electra", "ForSequenceClassification": "sequence-classification",
+         "ForTokenClassification": "token-classification"}  # how a saved model's architecture ends -> its task
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:
@@ -70,9 +75,10 @@ def training_task(config):
 
 
 def task_of_saved_model(name_or_path: str) -> str:
-    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); an
-    encoder's head says (RobertaForSequenceClassification: sequence-classification); any other model is a masked LM
-    (loading it will say if it is not). An adapter folder records its base's."""
+    """The task a saved model was trained for: a T5 model's settings say (a T5 trained elsewhere: generation); other
+    models' heads say (RobertaForSequenceClassification: sequence-classification; an ELECTRA discriminator,
+    ElectraForPreTraining: electra); any other model is a masked LM (loading it will say if it is not). An adapter
+    folder records its base's."""
     from types import SimpleNamespace
 
     from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
@@ -82,30 +88,31 @@ def task_of_saved_model(name_or_path: str) -> str:
     if is_adapter_folder(name_or_path):
         record = read_delta_record(name_or_path)
         if record.get("model_type") != "t5":
-            return encoder_task_of_architecture(record.get("architecture", "")) or "mlm"
+            return task_of_architecture(record.get("architecture", "")) or "mlm"
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
     if model_type(name_or_path) != "t5":
-        return encoder_task_of(name_or_path) or "mlm"
+        return task_of_head(name_or_path) or "mlm"
     from transformers import AutoConfig
 
     return (task_settings(AutoConfig.from_pretrained(name_or_path)) or {}).get("task", "generation")
 
 
-def encoder_task_of(name_or_path: str) -> Optional[str]:
-    """The encoder task of a saved model's head (from its config's architectures), or None."""
+def task_of_head(name_or_path: str) -> Optional[str]:
+    """The task of a saved model's head (from its config's architectures: HEADS), or None."""
     from transformers import AutoConfig
 
     try:
         architectures = AutoConfig.from_pretrained(name_or_path).architectures or []
     except (OSError, ValueError):
         return None
-    return encoder_task_of_architecture(architectures[0]) if architectures else None
+    return task_of_architecture(architectures[0]) if architectures else None
 
 
-def encoder_task_of_architecture(architecture: str) -> Optional[str]:
-    """The encoder task of a head class (RobertaForSequenceClassification: sequence-classification), or None."""
-    return next((task for suffix, task in ENCODER_HEADS.items() if architecture.endswith(suffix)), None)
+def task_of_architecture(architecture: str) -> Optional[str]:
+    """The task of a head class (RobertaForSequenceClassification: sequence-classification; ElectraForPreTraining:
+    electra), or None."""
+    return next((task for suffix, task in HEADS.items() if architecture.endswith(suffix)), None)
 
 
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
@@ -155,12 +162,23 @@ def export_saved_model(config) -> str:
         return export_merged(config, plug_in_of_saved_model(config.model, config.base_model))
     if config.base_model:
         raise UserError("--base-model goes with --merge (an adapter folder's base); drop it")
-    return export_model(config, plug_in_of_saved_model(config.model))
+    task = plug_in_of_saved_model(config.model)
+    for name in task.companion_folders:  # first, so that the folder's push holds them too
+        companion = os.path.join(config.model, name)
+        if os.path.isfile(os.path.join(companion, "config.json")):
+            export_model(dataclasses.replace(config, model=companion, hub_model_id=None, output_dir=os.path.join(
+                config.output_dir, name) if config.output_dir else None), task)
+    return export_model(config, task)
 
 
-def plug_in_of_split(kind: str):
-    """The plug-in of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS): what
-    inspection shows a split through."""
+def plug_in_of_split(kind: str, task: Optional[str] = None):
+    """The plug-in of `task`, else of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS):
+    what inspection shows a split through."""
+    if task is not None:
+        plug_in = make_task(task)
+        if plug_in.shard_kind != kind:
+            raise UserError(f"--task {task} trains on {plug_in.shard_kind} splits; --dataset is a {kind} split")
+        return plug_in
     for name in TASKS:
         task = make_task(name)
         if task.shard_kind == kind:

@@ -596,6 +596,64 @@ def base_model_for_a_whole_model(inputs):
             str(FIXTURES / "t5-shards" / "validation")]
 
 
+# --- electra ---------------------------------------------------------------------------------------------------------
+
+@row("train", "--generator-size-ratio does not apply to --task mlm", absent=("model",))
+def electra_setting_for_the_masked_lm(inputs):
+    return train_flags(inputs, None, "--generator-size-ratio", "0.5")
+
+
+@row("train", "--generator-size-ratio", "at most 1", absent=("model",))
+def generator_bigger_than_the_discriminator(inputs):
+    return train_flags(inputs, None, "--task", "electra", "--generator-size-ratio", "1.5")
+
+
+@row("train", "--model-config", "roberta configuration", "--task electra trains ELECTRA", absent=("model",))
+def roberta_config_for_electra(inputs):
+    config = text_file(inputs, "config.json", json.dumps({"model_type": "roberta", "hidden_size": 32}))
+    flags = train_flags(inputs, None, "--task", "electra")
+    flags[flags.index("--model-config") + 1] = str(config)
+    return flags
+
+
+@row("train", "--delta lora", "--task electra pretrains one from scratch", absent=("adapter",))
+def electra_with_a_delta(inputs):
+    flags = train_flags(inputs, None, "--task", "electra", output="adapter")
+    del flags[flags.index("--model-config"):flags.index("--model-config") + 2]
+    return [*flags, "--delta", "lora", "--model-name-or-path", str(FIXTURES / "roberta")]
+
+
+@row("inspect", "--task electra", "give --model")
+def electra_inspection_without_its_model(inputs):
+    return ["--dataset", str(inputs.shards / "validation"), "--tokenizer", str(inputs.tokenizer), "--task", "electra"]
+
+
+@row("inspect", "--task mlm", "drop --model")
+def masked_lm_inspection_with_a_model(inputs):
+    return ["--dataset", str(inputs.shards / "validation"), "--tokenizer", str(inputs.tokenizer), "--model",
+            str(FIXTURES / "roberta")]
+
+
+@row("inspect", "--task span-corruption trains on span-corruption splits", "a mlm split")
+def inspection_as_a_task_of_another_kind(inputs):
+    return ["--dataset", str(inputs.shards / "validation"), "--tokenizer", str(inputs.tokenizer), "--task",
+            "span-corruption"]
+
+
+@row("evaluate", "ELECTRA discriminator", "no generator/", "--task electra")
+def electra_discriminator_without_its_generator(inputs):
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras)
+    from transformers import AutoTokenizer, ElectraConfig, TFElectraForPreTraining
+
+    tokenizer = AutoTokenizer.from_pretrained(inputs.tokenizer)
+    model = TFElectraForPreTraining(ElectraConfig(vocab_size=len(tokenizer), embedding_size=8, hidden_size=16,
+                                                  num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+    model.build_in_name_scope()
+    model.save_pretrained(inputs.tmp / "discriminator")
+    tokenizer.save_pretrained(inputs.tmp / "discriminator")
+    return ["--model", str(inputs.tmp / "discriminator"), "--eval-dataset", str(inputs.shards / "validation")]
+
+
 # --- output folders: a command writes only what it made, and replaces only what mlm_tpu wrote (output_dir.py) ------
 
 def a_corpus(inputs: Inputs) -> str:

@@ -104,6 +104,24 @@ def test_remove_written_deletes_what_mlm_tpu_wrote_and_keeps_the_rest(tmp_path):
     assert not (tmp_path / "all-ours").exists()
 
 
+def test_a_staged_sub_folder_is_published_with_its_folder_and_a_users_file_in_either_stops_both(tmp_path):
+    def save_both(weights: bytes) -> None:
+        with staged_output_dir(str(tmp_path / "run"), folders=["generator"]) as staging:
+            Path(staging, "model.bin").write_bytes(weights)
+            os.mkdir(os.path.join(staging, "generator"))
+            Path(staging, "generator", "model.bin").write_bytes(weights)
+
+    save_both(b"first")  # a new folder
+    save_both(b"second")  # over the first
+    assert [(tmp_path / "run" / name / "model.bin").read_bytes() for name in ("", "generator")] == [b"second"] * 2
+    assert Record(str(tmp_path / "run")).folders == ["generator"]
+    assert Record(str(tmp_path / "run" / "generator")).unrecognised() == []
+    (tmp_path / "run" / "generator" / "model.bin").write_bytes(b"edited")
+    with pytest.raises(UserError, match="generator holds model.bin, which mlm_tpu did not write"):
+        save_both(b"third")
+    assert (tmp_path / "run" / "model.bin").read_bytes() == b"second"  # refused before anything moved
+
+
 SAVING_FOREVER = """
 import os, random, sys
 from pathlib import Path

@@ -100,7 +100,7 @@ def test_a_row_with_more_masks_than_slots_keeps_a_random_few_and_unmasks_the_oth
     assert all(np.array_equal(again[name], sparse[name]) for name in sparse)  # drawn from (seed, batch number)
 
 
-def train_one_step(model, batch, forward):
+def train_one_step(model, batch, task):
     import tensorflow as tf
     import tf_keras as keras
 
@@ -110,7 +110,7 @@ def train_one_step(model, batch, forward):
 
     strategy = tf.distribute.get_strategy()
     steps = make_train_steps(strategy, model, keras.optimizers.SGD(0.5),
-                             key_dropout_by_step(model, 0, BatchLayout(1, ROWS, 1, 1)), forward=forward)
+                             key_dropout_by_step(model, 0, BatchLayout(1, ROWS, 1, 1)), task=task)
     dataset = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(batch).repeat())
     return steps(iter(dataset), tf.constant(1)).numpy()[0]
 
@@ -119,11 +119,11 @@ def test_a_training_step_counts_the_same_loss_and_hits_and_trains_the_same_varia
     from mlm_tpu.mlm.prediction_slots import default_slots
     from mlm_tpu.mlm.task import MaskedLmTask
 
-    forward = MaskedLmTask("mlm").training_outputs
+    task = MaskedLmTask("mlm")
     dense_model, sparse_model = tiny_model(tokenizer), tiny_model(tokenizer)  # same seed: same weights, dropout on
     start = [variable.numpy() for variable in sparse_model.variables]
-    dense_result = train_one_step(dense_model, masked(tokenizer, rows, 0.3), forward)
-    sparse_result = train_one_step(sparse_model, masked(tokenizer, rows, 0.3, default_slots(0.3, LENGTH)), forward)
+    dense_result = train_one_step(dense_model, masked(tokenizer, rows, 0.3), task)
+    sparse_result = train_one_step(sparse_model, masked(tokenizer, rows, 0.3, default_slots(0.3, LENGTH)), task)
     np.testing.assert_allclose(sparse_result[0], dense_result[0], rtol=1e-6)  # loss
     assert list(sparse_result[1:]) == list(dense_result[1:]) and dense_result[2] > 0  # hits, scored, 0 left out
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mlm_tpu.training.flops import ExampleCost, masked_lm_cost, t5_cost
+from mlm_tpu.training.flops import ExampleCost, electra_cost, masked_lm_cost, t5_cost
 from mlm_tpu.training.throughput import Peak, Throughput, peak_of, tpu_type
 
 ROBERTA = SimpleNamespace(hidden_size=64, num_hidden_layers=2, intermediate_size=256, vocab_size=1000)
@@ -36,13 +36,33 @@ def test_t5_counts_its_encoder_at_the_inputs_and_its_decoder_and_vocabulary_at_t
     assert gated.flops - t5_cost(T5, 16, 4).flops == 6 * 32 * 64 * (2 * 16 + 3 * 4)  # a third weight per block
 
 
+ELECTRA = SimpleNamespace(hidden_size=64, num_hidden_layers=2, intermediate_size=256, vocab_size=1000,
+                          embedding_size=32)
+GENERATOR = SimpleNamespace(**{**vars(ELECTRA), "hidden_size": 32, "intermediate_size": 128})
+
+
+def test_electra_counts_its_generator_with_its_head_at_the_slots_and_its_discriminator_at_every_position():
+    # the generator (width 32 = the embeddings'): a layer 4 x (32·32 + 32) + 32·128 + 128 + 128·32 + 32 + 4 x 32 =
+    # 12,704, two and the embeddings' norm (64): 25,472 at every position; its head 32·32 + 32 + 64 (dense, norm to
+    # the embedding size) + 32·1000 + 1000 (the tied projection, its bias) = 34,120 at the 41 slots. The
+    # discriminator: two layers of 49,984, the shared embeddings' norm (64, run again), their projection to its width
+    # 32·64 + 64 = 2,112: 102,144; its head 64·64 + 64 + 64 + 1 = 4,225, both at every position. Attention: each
+    # model's 12 · 2 layers · its width · 128 · 128.
+    generator = 6 * (128 * 25_472 + 41 * 34_120) + 12 * 2 * 32 * 128 * 128
+    discriminator = 6 * 128 * (102_144 + 4_225) + 12 * 2 * 64 * 128 * 128
+    assert electra_cost(GENERATOR, ELECTRA, 128, 41) == ExampleCost(128, float(generator + discriminator))
+    dense = electra_cost(GENERATOR, ELECTRA, 128, 128)  # --dense-mlm-head: the generator's head everywhere
+    assert dense.flops - electra_cost(GENERATOR, ELECTRA, 128, 41).flops == 87 * 6 * 34_120
+
+
 def weights_of(model, leave_out) -> int:
     return sum(int(np.prod(v.shape)) for v in model.trainable_variables if not any(n in v.name for n in leave_out))
 
 
 def test_the_weights_counted_are_the_real_models_but_their_embedding_tables():
-    """With one position and no attention partner, the count is 6 x the weights a position runs through."""
-    from transformers import RobertaConfig, T5Config, TFRobertaForMaskedLM, TFT5ForConditionalGeneration
+    """With one position and no attention partner, the count is 6 x the weights a position runs through (ELECTRA's:
+    both models', the embeddings they share as each runs them)."""
+    from transformers import ElectraConfig, RobertaConfig, T5Config, TFRobertaForMaskedLM, TFT5ForConditionalGeneration
 
     roberta = TFRobertaForMaskedLM(RobertaConfig(**vars(ROBERTA), num_attention_heads=2, type_vocab_size=1))
     roberta.build_in_name_scope()  # the word embeddings are the head's tied projection, counted once
@@ -55,6 +75,14 @@ def test_the_weights_counted_are_the_real_models_but_their_embedding_tables():
         t5.build_in_name_scope()
         per_position = t5_cost(config, 1, 0).flops + t5_cost(config, 0, 1).flops - 12 * 32 * (2 + 3)
         assert per_position == 6 * weights_of(t5, ("relative_attention_bias",) + (() if tied else ("shared",)))
+    from mlm_tpu.electra.model import ElectraPretrainer
+
+    electra = ElectraPretrainer.from_configs(ElectraConfig(**vars(GENERATOR), num_attention_heads=1),
+                                             ElectraConfig(**vars(ELECTRA), num_attention_heads=2))
+    tables = ("position_embeddings", "token_type_embeddings")  # the word embeddings: the generator's projection, once
+    no_attention = electra_cost(electra.generator.config, electra.config, 1, 1).flops - 12 * 2 * (32 + 64)
+    assert no_attention == 6 * (weights_of(electra.generator, tables)  # the shared layer norm counted in both
+                                + weights_of(electra.discriminator, tables + ("word_embeddings",)))
 
 
 @pytest.mark.parametrize("device, peak", [

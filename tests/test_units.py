@@ -143,12 +143,41 @@ def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task
     plug_in.check(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
 
 
-def test_the_dense_head_has_no_prediction_slots_to_set():
+@pytest.mark.parametrize("task", ["mlm", "electra"])  # ELECTRA's generator: a masked-LM head too
+def test_the_dense_head_has_no_prediction_slots_to_set(task):
     from mlm_tpu.tasks import make_task
     from mlm_tpu.training.config import TrainingConfig
 
     with pytest.raises(UserError, match="drop one of --dense-mlm-head and --max-predictions-per-seq"):
-        make_task("mlm").check(TrainingConfig("t", "o", dense_mlm_head=True, max_predictions_per_seq=20))
+        make_task(task).check(TrainingConfig("t", "o", task=task, dense_mlm_head=True, max_predictions_per_seq=20))
+
+
+SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask_replace_prob": 0.5,
+                          "random_replace_prob": 0.2, "dense_mlm_head": True, "max_predictions_per_seq": 20,
+                          "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),
+                          "max_target_length": 8, "max_new_tokens": 8, "model_name_or_path": "roberta-base",
+                          "metric_for_best_model": "loss"}
+
+
+def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
+    from mlm_tpu.tasks import TASKS, make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    assert set(SETTINGS_OF_SOME_TASKS) == {name for task in TASKS for name in make_task(task).unused_settings}
+    takes = {name: set() for name in SETTINGS_OF_SOME_TASKS}
+    for task in TASKS:
+        for name, value in SETTINGS_OF_SOME_TASKS.items():
+            try:
+                make_task(task).check(TrainingConfig("t", "o", task=task, **{name: value}))
+                takes[name].add(task)
+            except UserError:  # one line, not a crash
+                pass
+    assert takes["generator_size_ratio"] == takes["discriminator_weight"] == {"electra"}
+    assert takes["mlm_probability"] == takes["dense_mlm_head"] == takes["max_predictions_per_seq"] == {"mlm", "electra"}
+    assert takes["masking"] == takes["mask_replace_prob"] == takes["random_replace_prob"] == {"mlm", "electra"}
+    assert takes["labels"] == {"classification"}
+    assert "electra" not in takes["model_name_or_path"] | takes["metric_for_best_model"]
+    assert all(takes.values()), takes  # each is some task's
 
 
 def test_a_batch_decodes_to_the_model_inputs_as_written():

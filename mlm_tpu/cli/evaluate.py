@@ -64,4 +64,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.ev
               f"loss              {scores['loss']:.4f}\nperplexity        {scores['perplexity']:.2f}\n"
               f"masked accuracy   {scores['masked_accuracy']:.2%}")
     else:
-        print("\n".join(f"{name:<22}{value:.4f}" for name, value in result.scores.items()))
+        width = max(map(len, result.scores)) + 2
+        print("\n".join(f"{name:<{width}}{value:,}" if isinstance(value, int) else f"{name:<{width}}{value:.4f}"
+                        for name, value in result.scores.items()))

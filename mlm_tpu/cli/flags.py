@@ -115,12 +115,14 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
               help="Read at most N documents (default: all).")
 
 
-def add_masking_flags(flags: ConfigFlags, parser, who: str) -> None:
+def add_masking_flags(flags: ConfigFlags, parser, who: str, probability_default: str = "0.15") -> None:
     """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (mlm/masking.py), shared by training,
-    evaluation and inspection; `who` says where they apply ("--task mlm")."""
+    evaluation and inspection; `who` says where they apply ("--task mlm"), `probability_default` what
+    --mlm-probability's help says of its default."""
     from mlm_tpu.training.config import MASKINGS
 
-    flags.add(parser, "--mlm-probability", type=float, help=f"{who}: share of tokens masked (default: 0.15).")
+    flags.add(parser, "--mlm-probability", type=float,
+              help=f"{who}: share of tokens masked (default: {probability_default}).")
     flags.add(parser, "--masking", choices=MASKINGS,
               help=f"{who}: token: each token masked on its own (🤗's collator; the default). whole-word: every piece "
                    "of a chosen word (BERT's whole-word masking), words taken at random until --mlm-probability of a "

@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_masking_flags, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.tasks import TASKS
 from mlm_tpu.training import inspection
 from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
 
@@ -21,6 +22,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     FLAGS.add(parser, "--num-examples", type=int, help="How many examples, from the first shard on (default: 3).")
     add_masking_flags(FLAGS, parser, "Masked-LM splits")
     FLAGS.add(parser, "--seed", type=int, help="Seed of the masks or spans (default: 42).")
+    FLAGS.add(parser, "--task", choices=TASKS,
+              help="Show the split as this task feeds it (default: the first task that trains on its kind: mlm for "
+                   "masked-LM splits). electra: the generator's input, the masked tokens, the discriminator's input "
+                   "and the tokens the generator replaced, sampled by --model's generator.")
+    FLAGS.add(parser, "--model", help="--task electra: the --output-dir of `train.py --task electra` (its generator).")
     add_flag(parser, "--json", action="store_true",
              help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}} ("text" for '
                   'token ids only).')

@@ -1,6 +1,7 @@
 """`python train.py` (also `mlm-tpu train`): train a model on TFRecord shards, on a TPU, every GPU or the CPU.
 
---task mlm (default): pretrain RoBERTa from scratch on masked-LM shards. --task classification |
+--task mlm (default): pretrain RoBERTa from scratch on masked-LM shards; --task electra: an ELECTRA generator and
+discriminator on the same shards, by replaced-token detection. --task classification |
 generation: fine-tune T5 (a preset from scratch, or --model-name-or-path) on text-to-text shards,
 scored on the validation shards each epoch; the output folder keeps the best epoch. --task
 sequence-classification | token-classification: the same for an encoder (--model-name-or-path: BERT,
@@ -20,6 +21,7 @@ from typing import Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_masking_flags, add_verbose_flag
 from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.electra.presets import PRESETS as ELECTRA_PRESETS
 from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
 from mlm_tpu.tasks import TASKS, task_from_head
@@ -64,7 +66,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
 
     task = parser.add_argument_group("task")
     FLAGS.add(task, "--task", choices=TASKS,
-              help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). classification: T5 predicts "
+              help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). electra: pretrain an ELECTRA "
+                   "generator (a small masked LM) and discriminator (which tells every token the generator replaced "
+                   "from the originals) on the same shards; the output folder holds the discriminator, generator/ the "
+                   "generator; scored by both models' loss and accuracy and the replaced tokens' precision and "
+                   "recall. classification: T5 predicts "
                    "one class token per example, scored by accuracy and per-class precision/recall/F1. generation: T5 "
                    "writes free text with XLA-compiled generate, scored by exact match, token F1 and ROUGE-1/2/L. "
                    "Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard --task text2text`). "
@@ -77,18 +83,25 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "mlm_tpu.shard --task sequence-classification|token-classification`).")
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
-    add_masking_flags(FLAGS, task, "--task mlm")
+    add_masking_flags(FLAGS, task, "--task mlm and electra", "0.15; ELECTRA-Large's paper run: 0.25")
     FLAGS.add(task, "--dense-mlm-head", action="store_true",
-              help="--task mlm: run the masked-LM head at every position, as before, rather than at the masked "
-                   "positions only (the sparse head, the default: the same loss, the head's work saved at the other "
-                   "positions). For comparison; the saved model is the same kind either way.")
+              help="--task mlm (and electra's generator): run the masked-LM head at every position, as before, rather "
+                   "than at the masked positions only (the sparse head, the default: the same loss, the head's work "
+                   "saved at the other positions). For comparison; the saved model is the same kind either way.")
     FLAGS.add(task, "--max-predictions-per-seq", type=int, metavar="SLOTS",
-              help="--task mlm, sparse head: prediction slots per row (BERT's max_predictions_per_seq). A row with "
-                   "more masked positions keeps this many, drawn at random, and leaves the others unmasked; each "
-                   "epoch's log line counts them (default: the fewest slots a row outgrows with probability below "
-                   "1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15). With --masking whole-word or span, "
-                   "rows mask at most this many, never part of a word (default: a full row's share at "
+              help="--task mlm and electra, sparse head: prediction slots per row (BERT's max_predictions_per_seq). A "
+                   "row with more masked positions keeps this many, drawn at random, and leaves the others unmasked; "
+                   "each epoch's log line counts them (default: the fewest slots a row outgrows with probability "
+                   "below 1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15). With --masking whole-word or "
+                   "span, rows mask at most this many, never part of a word (default: a full row's share at "
                    "--mlm-probability, and 4 for the word that crosses it: 23 of 128 at 0.15).")
+    FLAGS.add(task, "--generator-size-ratio", type=float, metavar="RATIO",
+              help="--task electra: the generator's hidden size as a share of the discriminator's, in (0, 1]; its "
+                   "feed-forward is 4x that, a head per 64 units (default: the preset's, the paper's 1/4 for "
+                   "electra-small and -large, 1/3 for electra-base, 1/2 for electra-tiny; 1/4 for a config.json).")
+    FLAGS.add(task, "--discriminator-weight", type=float, metavar="LAMBDA",
+              help="--task electra: the loss is the generator's masked-LM loss + LAMBDA x the discriminator's binary "
+                   "cross-entropy over every real token (default: 50, the paper's).")
     FLAGS.add(task, "--labels", nargs="+", metavar="LABEL",
               help="Classification: the class names, each one token of the tokenizer (default: the targets the "
                    "training shards' manifest counted).")
@@ -147,8 +160,10 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     model = parser.add_argument_group("model and optimisation")
     FLAGS.add(model, "--model-config", "--pretrained-model-config",
               help=f"Train from scratch with this shape: a preset ({', '.join(PRESETS)}; base is roberta-base's "
-                   f"shape; for T5 tasks: {', '.join(T5_PRESETS)}), a config.json, or a Hub model name; vocabulary "
-                   "and positions are fitted to the tokenizer (default: base, or t5-small for T5 tasks).")
+                   f"shape; for --task electra, the discriminator's: {', '.join(ELECTRA_PRESETS)}, the paper's shapes; "
+                   f"for T5 tasks: {', '.join(T5_PRESETS)}), a config.json, or a Hub model name; vocabulary and "
+                   "positions are fitted to the tokenizer (default: base, electra-base for --task electra, t5-small "
+                   "for T5 tasks).")
     FLAGS.add(model, "--config-overrides",
               help="Changes to that shape, as the 🤗 example scripts take them: name=value pairs, comma separated, e.g. "
                    "hidden_dropout_prob=0,num_hidden_layers=4.")

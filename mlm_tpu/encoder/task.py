@@ -65,7 +65,9 @@ class EncoderTask(Task):
     head_class: type
     token_level: bool
     accuracy_name = "accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", *MASKING_SETTINGS)
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", *MASKING_SETTINGS, "dense_mlm_head",
+                       "max_predictions_per_seq", "generator_size_ratio", "discriminator_weight")
+    token_features = ("input_ids",)  # its labels are classes, which inspection shows by name
     pipeline_tag: str
     widget_text: str
     predict_command: str

@@ -7,7 +7,7 @@ from transformers import RobertaConfig
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import load_config
-from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch
+from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, align_positions_with_pytorch
 from mlm_tpu.tokenizer.word_starts import family_of
 
 PRESETS = {  # hidden size, layers, attention heads, feed-forward size
@@ -20,7 +20,10 @@ DEFAULT_PRESET = "base"
 
 
 def longest_input(config) -> int:
-    """The most tokens a RoBERTa-style model reads at once: positions are numbered from pad_token_id + 1."""
+    """The most tokens a masked LM reads at once: a RoBERTa-style model numbers its positions from pad_token_id + 1,
+    others (ELECTRA's generator) from 0."""
+    if config.model_type not in TF_POSITION_PADDING_IDX:
+        return config.max_position_embeddings
     return config.max_position_embeddings - (config.pad_token_id or 0) - 1
 
 

@@ -7,8 +7,8 @@ What it saves is the head's work at the other positions: the head is 38% of the 
 with 8,000 tokens (128-token rows), 71% with 32,000, 31% of `base`'s with 50,265 (training/flops.py); at the
 default 41 slots of 128, `small` with 8,000 tokens needs 1.35x fewer (benchmarks/sparse_head.py measures the time).
 
-`predictions_at` is the whole idea, for any encoder output and any head: ELECTRA's generator is
-`predictions_at(model.electra(...)[0], positions, lambda h: model.generator_lm_head(model.generator_predictions(h)))`.
+`predictions_at` is the whole idea, for any encoder output and any head; `logits_at` finds a masked LM's encoder and
+head (ELECTRA's generator: `generator_predictions` then `generator_lm_head`, which electra/model.py runs so).
 """
 
 from typing import Callable, Dict, Tuple
@@ -29,17 +29,23 @@ def predictions_at(sequence_output: tf.Tensor, positions: tf.Tensor, head: Calla
 
 def encoder_and_head(model) -> Tuple[Callable, Callable]:
     """The encoder and the head of a transformers TF masked LM (ValueError for a family whose head is not known)."""
+    if hasattr(model, "generator_lm_head"):  # ELECTRA's masked LM: its head is two layers
+        return model.electra, lambda hidden: model.generator_lm_head(model.generator_predictions(hidden))
     for name in HEADS:
         if hasattr(model, name):
             return getattr(model, model.base_model_prefix), getattr(model, name)
     raise ValueError(f"the sparse head does not know where the head of a {model.config.model_type} model is")
 
 
+def logits_at(model, input_ids: tf.Tensor, attention_mask: tf.Tensor, positions: tf.Tensor, training: bool):
+    """A masked LM's logits at `positions` [batch, slots] of its input: [batch, slots, vocabulary]."""
+    encoder, head = encoder_and_head(model)
+    sequence_output = encoder(input_ids=input_ids, attention_mask=attention_mask, training=training)[0]
+    return predictions_at(sequence_output, positions, head)
+
+
 def sparse_outputs(model, batch: Dict[str, tf.Tensor], training: bool) -> TFMaskedLMOutput:
     """The model's loss and logits on a batch of prediction slots (prediction_slots.into_slots): logits
     [batch, slots, vocabulary], the loss over the slots that hold a label, by the model's own loss function."""
-    encoder, head = encoder_and_head(model)
-    sequence_output = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                              training=training)[0]
-    logits = predictions_at(sequence_output, batch[MASKED_POSITIONS], head)
+    logits = logits_at(model, batch["input_ids"], batch["attention_mask"], batch[MASKED_POSITIONS], training)
     return TFMaskedLMOutput(loss=model.hf_compute_loss(batch["labels"], logits), logits=logits)

@@ -30,7 +30,8 @@ class MaskedLmTask(Task):
     shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model",
+                       "generator_size_ratio", "discriminator_weight")
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -110,8 +111,13 @@ class MaskedLmTask(Task):
         return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
-        masking, slots, word_starts = self.masking, self.prediction_slots, self.word_starts
-        return lambda seed: masking.masker(tokenizer, seed, slots, word_starts)
+        return self.make_masker(tokenizer, self.prediction_slots)
+
+    def make_masker(self, tokenizer, prediction_slots: Optional[int]) -> Callable[[int], MlmMasker]:
+        """seed -> the masker of the run's masking (--masking, its probabilities), into `prediction_slots` per row
+        (the sparse head's), or (None) with labels at every position, as validation masks for either head."""
+        masking, word_starts = self.masking, self.word_starts
+        return lambda seed: masking.masker(tokenizer, seed, prediction_slots, word_starts)
 
     def masks(self, example: Dict[str, list]) -> Dict[int, int]:
         positions = example.get(MASKED_POSITIONS, range(len(example["labels"])))  # the slots', or every one
@@ -132,9 +138,7 @@ class MaskedLmTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        masking, word_starts = self.masking, self.word_starts
-        return TokenValidation(strategy, model, shards, per_replica_batch_size,
-                               lambda seed: masking.masker(tokenizer, seed, word_starts=word_starts), seed,
+        return TokenValidation(strategy, model, shards, per_replica_batch_size, self.make_masker(tokenizer, None), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
 
 

@@ -11,7 +11,7 @@ What a task says of its models (pipeline, summary, widget input, labels) comes f
 """
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
@@ -35,7 +35,7 @@ class CardWords:
     pipeline_tag: str  # what the Hub calls what the model does ("fill-mask", "text2text-generation")
     summary: str  # what the model is ("a masked language model pretrained from scratch")
     widget_text: str  # the Hub widget's example input, written as the model takes it
-    predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict")
+    predict_command: str  # how mlm_tpu itself runs the model ("python -m mlm_tpu.predict"; "": it does not)
     labels: Tuple[str, ...] = ()  # a classifier's classes
     scores: Dict[str, str] = field(default_factory=dict)  # its validation scores' names in words, in order
 
@@ -81,11 +81,20 @@ class CardFacts:
                    hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
                    vocab_size=config.vocab_size, **run)
 
+    def about(self, task: DescribesItsModels, model, tokenizer) -> "CardFacts":
+        """The same run's facts about another model it trained (ELECTRA's generator, beside its discriminator)."""
+        own = CardFacts.of_model(task, model, tokenizer)
+        return replace(self, **{name: getattr(own, name) for name in _MODEL_FACTS})
+
     @property
     def tokens_seen(self) -> Optional[int]:
         if self.steps and self.global_batch_size and self.max_length:
             return self.steps * self.global_batch_size * self.max_length
         return None
+
+
+# what `of_model` reads from the model and its task; the other facts are the run's
+_MODEL_FACTS = ("task", "words", "model_type", "architecture", "parameters", "layers", "hidden_size", "vocab_size")
 
 
 def _how_it_was_made(facts: CardFacts) -> List[str]:
@@ -118,15 +127,16 @@ def _usage(facts: CardFacts, name: str) -> List[str]:
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
-        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", "",
-        f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.',
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```",
+        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.'] if words.predict_command
+          else []),
     ]
 
 
 def _score(name: str, value: float) -> str:
-    if name in CORRELATIONS:
+    if name in CORRELATIONS or name.endswith("loss"):  # a generator's or discriminator's too
         return f"{value:.4f}"
-    return {"loss": f"{value:.4f}", "perplexity": f"{value:.2f}"}.get(name, f"{value:.2%}")
+    return f"{value:.2f}" if name == "perplexity" else f"{value:.2%}"
 
 
 def _shown_scores(facts: CardFacts) -> Dict[str, str]:

@@ -27,10 +27,17 @@ def save_model_folder(folder: str, model, tokenizer, facts: CardFacts, records: 
     """Save model (both layouts), tokenizer and card into `folder`, with `records` (file name -> JSON) beside them;
     `name` is what the card calls the model (its Hub repo, else the folder's name)."""
     with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
-        model.save_pretrained(staging)
-        save_pytorch_weights(model, staging)
-        tokenizer.save_pretrained(staging)
-        for record, payload in (records or {}).items():
-            write_json(os.path.join(staging, record), payload)
-        write_model_card(staging, facts, name or os.path.basename(os.path.abspath(folder)),
-                         has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))
+        write_model_files(staging, folder, model, tokenizer, facts, records, name)
+
+
+def write_model_files(staging: str, folder: str, model, tokenizer, facts: CardFacts,
+                      records: Optional[Dict[str, dict]] = None, name: Optional[str] = None) -> None:
+    """What save_model_folder saves, written into `staging`, the staging folder of `folder` (or of a sub-folder
+    published with it: ELECTRA's generator/)."""
+    model.save_pretrained(staging)
+    save_pytorch_weights(model, staging)
+    tokenizer.save_pretrained(staging)
+    for record, payload in (records or {}).items():
+        write_json(os.path.join(staging, record), payload)
+    write_model_card(staging, facts, name or os.path.basename(os.path.abspath(folder)),
+                     has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))

@@ -44,7 +44,7 @@ class SpanCorruptionTask(Task):
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
     unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq", "labels", "max_target_length",
-                       "max_new_tokens", "metric_for_best_model")
+                       "max_new_tokens", "metric_for_best_model", "generator_size_ratio", "discriminator_weight")
 
     def __init__(self, name: str):
         super().__init__(name)

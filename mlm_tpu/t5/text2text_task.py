@@ -62,7 +62,8 @@ class Text2TextTask(Task):
     shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq")
+    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq", "generator_size_ratio",
+                       "discriminator_weight")
     packs = True
 
     def __init__(self, name: str):

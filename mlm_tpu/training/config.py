@@ -51,7 +51,7 @@ class TrainingConfig:
     train_dataset: Union[str, Tuple[str, ...]]
     # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
     output_dir: str = setting(changes_result=False)
-    task: str = "mlm"  # mlm | span-corruption | classification | generation (mlm_tpu.tasks)
+    task: str = "mlm"  # mlm | electra | span-corruption | classification | generation (mlm_tpu.tasks)
     eval_dataset: Optional[str] = None  # folder of validation shards, scored each epoch
     tokenizer: Optional[str] = None  # the tokenizer the shards were made with
     # model
@@ -86,13 +86,19 @@ class TrainingConfig:
     mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
-    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token; mlm/masking.py)
-    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: masked tokens made the mask token (0.8)
-    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: masked tokens made random ones (0.1)
-    # mlm: the head at every position (not only the masked ones): the same loss, computed as before; free on resuming
+    masking: Optional[str] = None  # mlm and electra: token | whole-word | span (None: token; mlm/masking.py)
+    # mlm and electra: masked tokens made the mask token (0.8), and random ones (0.1)
+    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)
+    random_replace_prob: Optional[float] = setting(None, low=0, high=1)
+    # mlm and electra's generator: the head at every position (not only the masked ones): the same loss, computed as
+    # before; free on resuming
     dense_mlm_head: bool = setting(False, changes_result=False)
-    # mlm, the sparse head: prediction slots per row (None: enough for all but 1e-6 of rows, mlm/prediction_slots.py)
+    # mlm and electra, the sparse head: prediction slots per row (None: enough for all but 1e-6 of rows,
+    # mlm/prediction_slots.py)
     max_predictions_per_seq: Optional[int] = setting(None, low=1)
+    # electra: the generator's hidden size as a share of the discriminator's (None: the preset's, 1/4 or 1/3)
+    generator_size_ratio: Optional[float] = setting(None, low=0, high=1, low_open=True)
+    discriminator_weight: Optional[float] = setting(None, low=0, low_open=True)  # electra: λ of the loss (None: 50)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
     max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
     metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept

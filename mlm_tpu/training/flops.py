@@ -1,5 +1,5 @@
 """Model FLOPs of one training example, counted as PaLM's appendix B counts them, from a model's shape: what MFU
-(throughput.py) divides by the device's peak. Each task feeds it its model's shape (mlm/, t5/).
+(throughput.py) divides by the device's peak. Each task feeds it its model's shape (mlm/, electra/, t5/).
 
 PaLM (Chowdhery et al. 2022, appendix B) counts 6N + 12·L·H·Q·T FLOPs per token of a training step: 2 per weight
 in the forward pass and 4 in the backward, for the N weights a token's activations are multiplied by, plus the
@@ -11,11 +11,14 @@ times that with the backward), L layers of H heads of width Q over T positions. 
   shared embedding once);
 - a part of the model counts only at the positions that run it: a sparse masked-LM head at its prediction slots
   (padding slots included: they are computed), T5's cross-attention keys and values at the encoder's positions;
+- a layer two models share counts in each model that runs it: ELECTRA's embeddings' layer norm, in its generator
+  and its discriminator;
 - attention counts every pair of positions (a causal decoder's masked half too), as PaLM's formula does.
 The result is the work of the model, whatever the device does besides (rematerialisation, padding).
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 TRAINING_FLOPS_PER_WEIGHT = 6  # 2 forward (multiply, add) + 4 backward (the gradients of activations and weights)
 ATTENTION_FLOPS_PER_PAIR = 12  # per query position, key position and unit of H·Q width: 2 matmuls x 2 x 3
@@ -47,20 +50,44 @@ def encoder_layer_parameters(hidden: int, intermediate: int) -> int:
     return attention + feed_forward + 2 * 2 * hidden
 
 
-def masked_lm_head_parameters(hidden: int, vocab_size: int) -> int:
+def masked_lm_head_parameters(hidden: int, vocab_size: int, embedding_size: Optional[int] = None) -> int:
     """RoBERTa's (and BERT's) masked-LM head: a dense layer, a layer norm, the projection onto the vocabulary and
-    its bias."""
-    return hidden * hidden + hidden + 2 * hidden + hidden * vocab_size + vocab_size
+    its bias. ELECTRA's generator (and ALBERT) map the hidden size to the `embedding_size` first, where the
+    projection's vocabulary lives."""
+    width = embedding_size or hidden
+    return hidden * width + width + 2 * width + width * vocab_size + vocab_size
+
+
+def encoder_parameters(config) -> int:
+    """The weights a BERT-style encoder runs at each position: its layers, the embeddings' layer norm and, where
+    the embeddings are narrower than the layers (ELECTRA's `embedding_size`), their projection to the hidden size."""
+    hidden = config.hidden_size
+    embedding = getattr(config, "embedding_size", hidden)
+    projection = embedding * hidden + hidden if embedding != hidden else 0
+    return (config.num_hidden_layers * encoder_layer_parameters(hidden, config.intermediate_size) + 2 * embedding
+            + projection)
 
 
 def masked_lm_cost(config, length: int, predicted_positions: int) -> ExampleCost:
-    """A BERT-style encoder (RoBERTa's config) with its masked-LM head at `predicted_positions` of each row's
-    `length` (the length: a dense head; the prediction slots: a sparse one)."""
+    """A BERT-style encoder (RoBERTa's config, or ELECTRA's for its generator) with its masked-LM head at
+    `predicted_positions` of each row's `length` (the length: a dense head; the prediction slots: a sparse one)."""
     hidden, layers = config.hidden_size, config.num_hidden_layers
-    encoder = layers * encoder_layer_parameters(hidden, config.intermediate_size) + 2 * hidden  # + embeddings' norm
-    head = masked_lm_head_parameters(hidden, config.vocab_size)
-    flops = (TRAINING_FLOPS_PER_WEIGHT * (length * encoder + predicted_positions * head)
+    head = masked_lm_head_parameters(hidden, config.vocab_size, getattr(config, "embedding_size", None))
+    flops = (TRAINING_FLOPS_PER_WEIGHT * (length * encoder_parameters(config) + predicted_positions * head)
              + attention_flops(layers, hidden, length, length))
+    return ExampleCost(length, float(flops))
+
+
+def electra_cost(generator, discriminator, length: int, predicted_positions: int) -> ExampleCost:
+    """ELECTRA's generator and discriminator (their ElectraConfigs) on one example of `length` tokens: the
+    generator a masked LM with its head at `predicted_positions`, the discriminator its encoder and its head (a
+    dense layer and a projection to one logit) at every position. Both run the shared embeddings' layer norm; the
+    sampling between them is no matmul. Tokens/s counts the example's tokens once."""
+    hidden = discriminator.hidden_size
+    head = hidden * hidden + hidden + hidden + 1  # ElectraDiscriminatorPredictions: dense, dense_prediction
+    flops = (masked_lm_cost(generator, length, predicted_positions).flops
+             + TRAINING_FLOPS_PER_WEIGHT * length * (encoder_parameters(discriminator) + head)
+             + attention_flops(discriminator.num_hidden_layers, hidden, length, length))
     return ExampleCost(length, float(flops))
 
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
+from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import ENCODER_KINDS, IGNORE_INDEX
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
     from mlm_tpu.training.task import Task
-
-TOKEN_FEATURES = ("input_ids", "labels")  # shown as text too
 
 
 @dataclass
@@ -32,14 +31,19 @@ class InspectionConfig:
     mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.8
     random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.1
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
+    task: Optional[str] = None  # whose transform is shown (None: the first task that trains on the split's kind)
+    model: Optional[str] = None  # --task electra: the output folder whose generator makes the replacements
 
 
-def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], "Task"]) -> List[Dict[str, dict]]:
+def examples_as_fed(config: InspectionConfig,
+                    plug_in_of_split: Callable[[str, Optional[str]], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
-    task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
-    labels show only the positions that take a loss; features that are not tokens (the sparse masked-LM head's
-    masked_lm_positions, targets_left_out) have ids and no text. A masked LM's examples add "masked": the masked
-    positions, and the original text with the masked pieces in brackets (tokenizer/encode.marked_words)."""
+    task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split),
+    and what the task's model adds to it (ELECTRA's replacements); token ids (the task's `token_features`) also as
+    text, an encoder's labels by name, other features (token types, the sparse masked-LM head's masked_lm_positions,
+    targets_left_out) as numbers; labels only where they take a loss. A masked LM's examples (and ELECTRA's) add
+    "masked": the masked positions, and the original text with the masked pieces in brackets
+    (tokenizer/encode.marked_words)."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.encode import marked_words
@@ -49,20 +53,23 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
     shards = find_shards(config.dataset, None, None, "--dataset")
     tokenizer = load_tokenizer(config.tokenizer)
     check_tokenizer(shards, tokenizer, "--dataset", f"--tokenizer {config.tokenizer}")
-    task = plug_in_of_split(shards.kind)
+    task = plug_in_of_split(shards.kind, config.task)
+    if bool(config.model) != task.inspects_with_a_model:
+        raise UserError(f"--task {task.name} shows what its trained model adds to the examples: give --model, the "
+                        "--output-dir of its training run" if task.inspects_with_a_model else
+                        f"--task {task.name} shows a split without a model: drop --model")
     task.prepare_inspection(config, tokenizer, shards)
     transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
-    batch = next(iter(evaluation_batches(shards, count, transform, len(tokenizer))))
+    batch = task.inspected(next(iter(evaluation_batches(shards, count, transform, len(tokenizer)))))
     label_names = (shards.manifest or {}).get("settings", {}).get("labels") if shards.kind in ENCODER_KINDS else None
     examples = []
     for row in range(count):
         example = {}
         for name, values in batch.items():
-            ids = values[row].numpy().tolist()  # ints; a regression's scores stay floats
-            if name == "labels":
-                ids = [value for value in ids if value != IGNORE_INDEX]
-            if name in TOKEN_FEATURES and not (name == "labels" and shards.kind in ENCODER_KINDS):
+            # ints, without the positions that hold no token (unscored labels); a regression's scores stay floats
+            ids = [value for value in values[row].numpy().tolist() if value != IGNORE_INDEX]
+            if name in task.token_features:
                 example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
             elif name == "labels":  # an encoder's labels, by name when they have names
                 example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names else str(value)

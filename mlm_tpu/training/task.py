@@ -1,4 +1,5 @@
-"""What a task adds to the trainer: the interface each product line implements (mlm/task.py, t5/*_task.py).
+"""What a task adds to the trainer: the interface each product line implements (mlm/task.py, electra/task.py,
+t5/*_task.py, encoder/task.py).
 
 The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
 the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.card import CardWords
+from mlm_tpu.model_folder.card import CardFacts, CardWords
+from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.flops import ExampleCost
@@ -85,6 +87,10 @@ class Task:
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
+    # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
+    companion_folders: Tuple[str, ...] = ()
+    inspects_with_a_model: bool = False  # inspection needs a trained model (--model): ELECTRA's generator samples
+    token_features: Tuple[str, ...] = ("input_ids", "labels")  # features of token ids, shown as text by inspection
     new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
     # head): a delta-tuning run trains and saves them beside its delta
 
@@ -132,15 +138,34 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs (.loss, and .logits lined up with the batch's labels) on a training batch (packed rows
-        too, for tasks that pack; a masked LM's prediction slots)."""
+        """The model's outputs on a training batch (packed rows too, for tasks that pack; a masked LM's prediction
+        slots): `.loss`, the loss's terms, each the mean over the positions `loss_weights` counts for it (a task of one
+        term: a scalar, or values whose mean is that term's, as a sequence classifier's per-example losses), and what
+        `training_counts` reads (by default `.logits`, lined up with the batch's labels)."""
         return model(**batch, training=training)
+
+    def loss_weights(self, batch: Dict):
+        """[terms]: how many positions of this replica's batch each term of the loss is the mean over, so the trainer
+        weighs the replicas' means into the global batch's, on any number of replicas (default: one term, the
+        positions that take a loss)."""
+        import tensorflow as tf
+
+        return tf.reshape(tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32)), [1])
 
     def training_hits(self, logits, labels):
         """Where the model's guess is right (bool, the shape of `labels`), for the training accuracy: the argmax."""
         import tensorflow as tf
 
         return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
+
+    def training_counts(self, outputs, batch: Dict):
+        """(hits, scored) of a training batch, whose ratio is the training accuracy the logs show (default: the
+        positions that take a loss, and those of them `training_hits` finds right)."""
+        import tensorflow as tf
+
+        scored = tf.not_equal(batch["labels"], IGNORE_INDEX)
+        right = tf.logical_and(scored, self.training_hits(outputs.logits, batch["labels"]))
+        return tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))
 
     def example_cost(self, model, shards: ShardSet) -> Optional[ExampleCost]:
         """The positions and model FLOPs of one training example of `shards` (training/flops.py), for tokens/s and
@@ -160,6 +185,11 @@ class Task:
         it hides (None: the task masks nothing)."""
         return None
 
+    def inspected(self, batch: Dict) -> Dict:
+        """A transformed batch as the model reads it, for `python -m mlm_tpu.inspect` (default: as it is; ELECTRA adds
+        what its generator puts in the discriminator's input)."""
+        return batch
+
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
         """What scores the model on `shards` at each epoch's end (and in the evaluate command)."""
@@ -168,6 +198,10 @@ class Task:
     def card_words(self, model, tokenizer) -> CardWords:
         """What the model card says of a model of this task (pipeline, summary, widget input, labels)."""
         raise NotImplementedError
+
+    def card_facts(self, model, tokenizer, **run) -> CardFacts:
+        """What the card of the model the trainer trained says, with `run`'s facts (ELECTRA's: its discriminator's)."""
+        return CardFacts.of_model(self, model, tokenizer, **run)
 
     def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""

@@ -13,7 +13,7 @@ a list of Keras callbacks, and these promises:
   before anything is saved over a good model;
 - `--steps-per-execution` runs that many steps per call into the device, cut short only where an
   epoch ends or a backup is due, so backups fall every `--backup-steps` steps exactly.
-What differs between tasks (masked LM, T5) is in their Task plug-ins (mlm/task.py, t5/).
+What differs between tasks (masked LM, ELECTRA, T5) is in their Task plug-ins (mlm/task.py, electra/task.py, t5/).
 """
 
 import os
@@ -35,7 +35,6 @@ from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
 from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
-from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
                                     host_mixture_batches, members_of)
@@ -187,32 +186,30 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
     return model, optimizer
 
 
-def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None, hits=None):
-    """tf.function(iterator, n) running n optimizer steps; returns [n, 4]: each step's loss (the mean over every
-    scored position of the global batch), scored positions predicted right, scored positions, and targets the batch's
-    transform left out (its TARGETS_LEFT_OUT feature, if any).
+def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, task: Optional[Task] = None):
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 4]: each step's loss (the mean over the global
+    batch), the hits and scored positions of its training accuracy, and the targets the batch's transform left out
+    (its TARGETS_LEFT_OUT feature, if any).
 
-    The model's loss is the mean over its replica's scored positions; weighted by the replica's share of all
-    scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
+    The task's loss is a mean per term over its replica's positions (`task.training_outputs`, `task.loss_weights`:
+    one term, the masked or target tokens, for most tasks); each term weighted by the replica's share of all its
+    positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
     `jit_compile`: each replica's forward and backward pass is compiled with XLA (the sums over replicas and the
-    update stay outside, where the strategy does them). `forward(model, batch, training)` gives the outputs
-    (default: the model called on the batch); `hits(logits, labels)` where its guesses are right (default: the
-    argmax equals the label)."""
+    update stay outside, where the strategy does them). `task` gives the outputs, loss weights and counts (default:
+    the model called on the batch, its loss and top logits over the positions that take a loss)."""
+    task = task or Task("default")
 
-    def gradients_and_counts(batch, share):
+    def gradients_and_counts(batch, shares):
         dropout_keys.start_step(optimizer.iterations)
-        labels = tf.cast(batch["labels"], tf.int32)
-        scored = tf.not_equal(labels, IGNORE_INDEX)
         with tf.GradientTape() as tape:
-            outputs = forward(model, batch, True) if forward else model(**batch, training=True)
-            loss = tf.reduce_mean(tf.cast(outputs.loss, tf.float32)) * share
+            outputs = task.training_outputs(model, batch, True)
+            # one mean per term (transformers' sequence-classification heads give theirs per example)
+            terms = tf.reduce_mean(tf.reshape(tf.cast(outputs.loss, tf.float32), [shares.shape[0], -1]), axis=1)
+            loss = tf.reduce_sum(terms * shares)
         gradients = tape.gradient(loss, model.trainable_variables)
-        guessed = hits(outputs.logits, batch["labels"]) if hits else tf.equal(
-            tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels)
-        right = tf.logical_and(scored, guessed)
-        left_out = tf.cast(batch.get(TARGETS_LEFT_OUT, tf.zeros([])), tf.float32)
-        return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
-                                    tf.reduce_sum(tf.cast(scored, tf.float32)), tf.reduce_sum(left_out)])
+        hits, scored = task.training_counts(outputs, batch)
+        left_out = tf.reduce_sum(tf.cast(batch.get(TARGETS_LEFT_OUT, tf.zeros([])), tf.float32))
+        return gradients, tf.stack([loss, hits, scored, left_out])
 
     # Traced as written: transformers' TF models need no AutoGraph (Keras would otherwise convert every layer's
     # call, 2/3 of a run's start-up), and the graph is the same op for op: a run's weights are bit-identical.
@@ -221,10 +218,10 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
         gradients_and_counts = tf.function(gradients_and_counts, jit_compile=True)
 
     def replica_step(batch):
-        scored_here = tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32))
-        scored_everywhere = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, scored_here)
+        weights_here = task.loss_weights(batch)
+        weights_everywhere = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, weights_here)
         # a step of padding rows only (the end of a packed epoch) scores nothing: its loss is 0
-        gradients, counts = gradients_and_counts(batch, scored_here / tf.maximum(scored_everywhere, 1.0))
+        gradients, counts = gradients_and_counts(batch, weights_here / tf.maximum(weights_everywhere, 1.0))
         optimizer.apply_gradients([(gradient, variable) for gradient, variable in
                                    zip(gradients, model.trainable_variables) if gradient is not None])
         return counts
@@ -342,8 +339,8 @@ class Trainer:
                      BackupRecord(step, {}, settings, changes), claim, stops)
         try:
             loop.train(make_train_steps(strategy, model, optimizer, dropout_keys,
-                                        wants_jit_compile(config.jit_compile, config.hardware),
-                                        task.training_outputs, task.training_hits), iter(dataset), step)
+                                        wants_jit_compile(config.jit_compile, config.hardware), task),
+                       iter(dataset), step)
         except BaseException:
             if pusher:
                 pusher.abandon()
@@ -571,10 +568,10 @@ class _Loop:
         if not self.worker.is_chief:
             return
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
-        self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
-                                             max_length=self.shards.length, steps=step, epoch=epoch + 1,
-                                             global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
-                                             validation=scores, validation_corpus=self.eval_corpus)
+        self.saved_card = self.task.card_facts(self.model, self.tokenizer, corpus=corpus,
+                                               max_length=self.shards.length, steps=step, epoch=epoch + 1,
+                                               global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
+                                               validation=scores, validation_corpus=self.eval_corpus)
         self.task.save_model(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 

@@ -1,0 +1,184 @@
+"""ELECTRA against masked-LM pretraining with the same discriminator shape: the cost of one training step of each.
+
+`--task electra` trains a generator (a share of the discriminator's width, the preset's) and the discriminator;
+`--task mlm` trains one masked LM of the discriminator's shape (TFElectraForMaskedLM on the preset's discriminator
+config: BERT's objective on ELECTRA's architecture, the paper's baseline). Same shards (WikiText-2 validation,
+128-token examples, an 8,000-piece tokenizer, made by the real commands), same batch, AdamW, 15% masked,
+deterministic kernels as the trainer runs on CPUs; both masked-LM heads (the masked LM's, ELECTRA's generator's)
+sparse, at the default prediction slots, as the trainer runs them (--dense-mlm-head: both at every position). Each
+objective is timed in its own process with the trainer's own step function (one step per execution; the best of
+--rounds rounds of --steps steps, after a warm-up round that traces it): steps/s and tokens/s from wall time, CPU
+seconds per step (every thread of the process, steadier on a shared machine), the model FLOPs of a step as the
+logs count them (training/flops.py), and ELECTRA's cost relative to the masked LM's.
+
+`pretraining_flags(objective, ...)` gives the `python train.py` flags of a run of either objective with a preset's
+discriminator shape; `pretrain(objective, ...)` runs them for a CPU-time budget (as many steps as its measured CPU
+seconds per step allow) and returns its output folder; with --budget-seconds the script runs it for
+both objectives and prints each run's last training figures. The downstream comparison (each folder fine-tuned on
+the offline tasks, median of seeds) is left to the downstream benchmark, on top of these.
+Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--dense-mlm-head]
+    [--budget-seconds S]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import List
+
+from train_throughput import MAX_LENGTH, ROOT, own_loop_seconds_per_step, prepare_wikitext, prepared_wikitext
+
+OBJECTIVES = ("mlm", "electra")
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+LEARNING_RATE = 5e-4  # ELECTRA-Small's in the paper
+
+
+def model_config_of(objective: str, preset: str, work: Path) -> str:
+    """What --model-config trains `objective` with the preset's discriminator shape: the preset for ELECTRA, its
+    discriminator's config.json (written into `work`, fitted to the tokenizer) for the masked LM."""
+    if objective == "electra":
+        return preset
+    path = work / f"{preset}-discriminator.json"
+    if not path.is_file():
+        from mlm_tpu.electra.presets import discriminator_config
+        from mlm_tpu.tokenizer.load import load_tokenizer
+
+        discriminator_config(preset, load_tokenizer(str(work / "tokenizer")), MAX_LENGTH).to_json_file(str(path))
+    return str(path)
+
+
+def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int, rounds: int,
+            dense_mlm_head: bool = False) -> dict:
+    """One objective's step cost, in this process."""
+    import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras)
+    from mlm_tpu.console import import_tensorflow
+
+    tf = import_tensorflow()
+    tf.config.experimental.enable_op_determinism()  # as the trainer runs on CPUs
+    import tf_keras as keras
+    from transformers import create_optimizer
+
+    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.shards.pipeline import training_batches
+    from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tokenizer.load import load_tokenizer
+    from mlm_tpu.training.config import TrainingConfig
+
+    tokenizer = load_tokenizer(str(work / "tokenizer"))
+    shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
+    config = TrainingConfig(str(work / "shards" / "train"), output_dir=str(work / "unused"), task=objective,
+                            model_config=model_config_of(objective, preset, work), dense_mlm_head=dense_mlm_head)
+    task = make_task(objective)
+    task.prepare(config, tokenizer, shards, None)
+    keras.utils.set_random_seed(0)
+    model = task.build_model(config, tokenizer, shards)
+    model.build_in_name_scope()
+    optimizer, _ = create_optimizer(LEARNING_RATE, steps * (rounds + 1), 0, weight_decay_rate=1e-3)
+    dataset = training_batches(shards, batch_size, task.make_transform(tokenizer)(0), seed=0, pipeline=0,
+                               window=2**18, batches_per_epoch=shards.records // batch_size)
+    wall, cpu = own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds, task=task, cpu_seconds_too=True)
+    shape = model.config
+    return {"seconds_per_step": wall, "cpu_seconds_per_step": cpu, "parameters": model.count_params(),
+            "flops_per_step": task.example_cost(model, shards).flops * batch_size,
+            "head": f"sparse, {task.prediction_slots} slots" if task.prediction_slots else "dense",
+            "shape": f"{shape.num_hidden_layers} layers of width {shape.hidden_size}, embeddings of "
+                     f"{shape.embedding_size}" + (f", a generator of width {model.generator.config.hidden_size}"
+                                                  if objective == "electra" else "")}
+
+
+def pretraining_flags(objective: str, work: Path, preset: str, steps: int, batch_size: int, seed: int,
+                      output: Path) -> List[str]:
+    """The `python train.py` flags that pretrain `objective` with the preset's discriminator shape on `work`'s
+    tokenizer and training shards for `steps` steps (what a downstream comparison runs, as `pretrain` does)."""
+    return ["--task", objective, "--train-dataset", str(work / "shards" / "train"), "--tokenizer",
+            str(work / "tokenizer"), "--model-config", model_config_of(objective, preset, work), "--learning-rate",
+            str(LEARNING_RATE), "--per-replica-batch-size", str(batch_size), "--max-steps", str(steps), "--seed",
+            str(seed), "--output-dir", str(output)]
+
+
+def pretrain(objective: str, work: Path, preset: str, budget_seconds: float, cpu_seconds_per_step: float,
+             batch_size: int, seed: int = 42) -> Path:
+    """Pretrain `objective` with the preset's discriminator shape for about `budget_seconds` of CPU time (its steps
+    from its CPU seconds per step) with `python train.py`; returns the output folder (for ELECTRA: the
+    discriminator, the encoder to fine-tune; for the masked LM: the model)."""
+    output = work / "pretrained" / f"{objective}-seed{seed}"
+    steps = max(1, int(budget_seconds / cpu_seconds_per_step))
+    command = [sys.executable, str(ROOT / "train.py"),
+               *pretraining_flags(objective, work, preset, steps, batch_size, seed, output)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV)
+    if result.returncode:
+        sys.exit(f"pretraining {objective} failed:\n{result.stderr[-3000:]}")
+    trained = re.findall(r"Epoch \d+ training: .*", result.stderr)
+    print(f"  {objective}: {steps} steps -> {output}; last {trained[-1] if trained else 'epoch: none logged'}")
+    return output
+
+
+@contextmanager
+def work_folder(keep: str):
+    """--work DIR (kept, made once), else a temporary folder: the tokenizer and the training shards."""
+    if not keep:
+        with prepared_wikitext() as (work, _):
+            yield work
+        return
+    work = Path(keep)
+    if not (work / "shards" / "train").is_dir():
+        work.mkdir(parents=True, exist_ok=True)
+        prepare_wikitext(work, ENV)
+    yield work
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-config", default="electra-small", help="an ELECTRA preset: the discriminator's shape")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds, after a warm-up round")
+    parser.add_argument("--dense-mlm-head", action="store_true", help="both masked-LM heads at every position")
+    parser.add_argument("--budget-seconds", type=float, default=0,
+                        help="then pretrain each objective for this much CPU time (pretrain())")
+    parser.add_argument("--work", default="", help="keep the tokenizer, shards and runs in this folder")
+    parser.add_argument("--measure", choices=OBJECTIVES, help=argparse.SUPPRESS)  # the child processes' job
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, Path(args.work), args.model_config, args.batch_size, args.steps,
+                                 args.rounds, args.dense_mlm_head)))
+        return
+    with work_folder(args.work) as work:
+        results = {}
+        for objective in OBJECTIVES:
+            child = subprocess.run([sys.executable, __file__, "--measure", objective, "--work", str(work),
+                                    "--model-config", args.model_config, "--batch-size", str(args.batch_size),
+                                    "--steps", str(args.steps), "--rounds", str(args.rounds),
+                                    *(["--dense-mlm-head"] if args.dense_mlm_head else [])],
+                                   capture_output=True, text=True, cwd=ROOT, env=ENV)
+            if child.returncode:
+                sys.exit(f"measuring {objective} failed:\n{child.stderr[-3000:]}")
+            results[objective] = json.loads(child.stdout.strip().splitlines()[-1])
+        tokens = args.batch_size * MAX_LENGTH
+        print(f"'{args.model_config}' ({results['electra']['shape']}), batch {args.batch_size} x {MAX_LENGTH} tokens, "
+              f"CPU, deterministic kernels, masked-LM heads {results['mlm']['head']}, best of {args.rounds} rounds of "
+              f"{args.steps} steps")
+        print(f"  {'objective':<10}{'steps/s':>9}{'tokens/s':>10}{'CPU s/step':>12}{'GFLOP/step':>12}{'parameters':>13}")
+        for objective, figures in results.items():
+            seconds = figures["seconds_per_step"]
+            print(f"  {objective:<10}{1 / seconds:>9.2f}{tokens / seconds:>10,.0f}"
+                  f"{figures['cpu_seconds_per_step']:>12.2f}{figures['flops_per_step'] / 1e9:>12.1f}"
+                  f"{figures['parameters']:>13,}")
+        mlm, electra = results["mlm"], results["electra"]
+        print(f"  ELECTRA / masked LM: {electra['seconds_per_step'] / mlm['seconds_per_step']:.2f}x the wall time of "
+              f"a step, {electra['cpu_seconds_per_step'] / mlm['cpu_seconds_per_step']:.2f}x its CPU time, "
+              f"{electra['flops_per_step'] / mlm['flops_per_step']:.2f}x its model FLOPs")
+        if args.budget_seconds:
+            print(f"Pretraining each for about {args.budget_seconds:g} CPU seconds:")
+            for objective in OBJECTIVES:
+                pretrain(objective, work, args.model_config, args.budget_seconds,
+                         results[objective]["cpu_seconds_per_step"], args.batch_size)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""`--task electra`: ELECTRA pretrained from scratch by replaced-token detection, on the masked-LM shards as they are.
+
+Each batch is masked as the masked LM's are (its masker, through MaskedLmTask.make_transform: --masking token,
+whole-word or span, into the sparse head's prediction slots unless --dense-mlm-head) and gets its replacement draws
+(replacements.py: one per position, which serves masked tokens, words and spans alike); the generator fills the
+masked positions and the discriminator tells every token apart (model.py). The loss is the generator's masked-LM
+loss plus λ (--discriminator-weight, 50) times the discriminator's binary cross-entropy over every real token; the
+training accuracy logged is the discriminator's. Validation reports both models' losses and accuracies and the
+replaced class's precision and recall (validation.py, on masks made without slots, as the masked LM validates);
+the output folder holds the discriminator of the last epoch, its generator in generator/ (folders.py).
+"""
+
+from typing import Optional
+
+import tensorflow as tf
+from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
+
+from mlm_tpu.console import log
+from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save_electra_folders
+from mlm_tpu.electra.model import DEFAULT_DISCRIMINATOR_WEIGHT, ElectraPretrainer
+from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, generator_config, generator_size_ratio
+from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, with_replacement_draws
+from mlm_tpu.electra.validation import SCORE_NAMES, ReplacedTokenValidation
+from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.task import MaskedLmTask
+from mlm_tpu.model_folder.card import CardFacts, CardWords
+from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.training.flops import ExampleCost, electra_cost
+from mlm_tpu.training.task import Validation
+
+
+class ElectraTask(MaskedLmTask):
+    model_class = TFElectraForPreTraining
+    accuracy_name = "discriminator_accuracy"
+    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
+    companion_folders = (GENERATOR_FOLDER,)
+    inspects_with_a_model = True
+    token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.discriminator_weight = DEFAULT_DISCRIMINATOR_WEIGHT
+        self.inspected_model: Optional[ElectraPretrainer] = None
+
+    def check(self, config) -> None:
+        if config.delta:
+            raise UserError(f"--delta {config.delta} tunes a pretrained model; --task electra pretrains one from "
+                            "scratch: drop --delta (the discriminator it saves can be tuned afterwards)")
+        super().check(config)
+
+    def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+        super().prepare(config, tokenizer, train, evaluation)
+        self.discriminator_weight = config.discriminator_weight or DEFAULT_DISCRIMINATOR_WEIGHT
+
+    def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
+        super().prepare_inspection(config, tokenizer, shards)
+        self.inspected_model, _ = load_electra_folders(config.model)
+
+    def build_model(self, config, tokenizer, train: ShardSet):
+        name = config.model_config or DEFAULT_PRESET
+        discriminator = discriminator_config(name, tokenizer, train.length, config.config_overrides)
+        ratio = generator_size_ratio(name, config.generator_size_ratio)
+        generator = generator_config(discriminator, ratio)
+        log(f"ELECTRA: a discriminator of {discriminator.num_hidden_layers} layers of width "
+            f"{discriminator.hidden_size}, a generator of width {generator.hidden_size} ({ratio:.3g} of it, "
+            f"{generator.num_attention_heads} heads), embeddings of {discriminator.embedding_size} shared; loss = "
+            f"generator loss + {self.discriminator_weight:g} x discriminator loss")
+        return ElectraPretrainer.from_configs(generator, discriminator, self.discriminator_weight)
+
+    def make_transform(self, tokenizer):
+        return self.with_draws(super().make_transform(tokenizer))
+
+    @staticmethod
+    def with_draws(masking):
+        """seed -> the masked LM's transform (`masking(seed)`) with the replacement draws added."""
+        return lambda seed: with_replacement_draws(masking(seed), seed)
+
+    def training_outputs(self, model, batch, training: bool):
+        return model.on_batch(batch, training)
+
+    def example_cost(self, model, shards: ShardSet) -> ExampleCost:
+        return electra_cost(model.generator.config, model.discriminator.config, shards.length,
+                            self.prediction_slots or shards.length)
+
+    def loss_weights(self, batch):
+        masked = tf.reduce_sum(tf.cast(tf.not_equal(batch["labels"], IGNORE_INDEX), tf.float32))
+        return tf.stack([masked, tf.reduce_sum(tf.cast(batch["attention_mask"], tf.float32))])
+
+    def training_counts(self, outputs, batch):
+        real = tf.cast(batch["attention_mask"], tf.float32)
+        right = tf.cast(tf.equal(outputs.logits > 0, outputs.replaced), tf.float32) * real
+        return tf.reduce_sum(right), tf.reduce_sum(real)
+
+    def inspected(self, batch):
+        outputs = self.inspected_model.on_batch(batch, training=False)
+        return {**{name: values for name, values in batch.items() if name != REPLACEMENT_DRAWS},
+                "discriminator_input_ids": outputs.discriminator_input_ids,
+                "replaced": tf.where(outputs.replaced, outputs.discriminator_input_ids, IGNORE_INDEX)}
+
+    def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
+                   on_tpu: bool) -> Validation:
+        return ReplacedTokenValidation(strategy, model, shards, per_replica_batch_size,
+                                       self.with_draws(self.make_masker(tokenizer, None)), seed, jit_compile=on_tpu)
+
+    def card_words(self, model, tokenizer) -> CardWords:
+        if isinstance(model, TFElectraForMaskedLM):
+            return CardWords("fill-mask", "the generator of an ELECTRA pretraining run, a small masked language model "
+                             "trained from scratch beside its discriminator (the folder above)",
+                             f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict",
+                             scores=SCORE_NAMES)
+        return CardWords("feature-extraction", "an ELECTRA discriminator pretrained from scratch by replaced-token "
+                         "detection, an encoder to fine-tune (its generator is in generator/)",
+                         "Paris is the capital of France.", "", scores=SCORE_NAMES)
+
+    def card_facts(self, model, tokenizer, **run) -> CardFacts:
+        return CardFacts.of_model(self, model.discriminator, tokenizer, **run)
+
+    def save_model(self, folder: str, model, tokenizer, facts, records, name: str) -> None:
+        save_electra_folders(folder, model, tokenizer, facts, facts.about(self, model.generator, tokenizer), records,
+                             name)
+
+    def load_saved_model(self, name_or_path: str, model_class=None, flag: str = "--model"):
+        return load_electra_folders(name_or_path, flag)
