@@ -425,6 +425,7 @@ class _Loop:
                 self.callbacks.on_epoch_begin(epoch)
                 started = time.perf_counter()
             length = self.execution_length(step)
+            self.callbacks.on_train_batch_begin(step)  # Keras' CallbackList times batches from here to the end
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
