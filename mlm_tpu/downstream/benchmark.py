@@ -34,11 +34,11 @@ from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
+from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, REGRESSION, DownstreamTask, check_available,
                                       parse_tasks, with_columns)
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
-from mlm_tpu.errors import UserError
-from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
+from mlm_tpu.errors import Interrupted, UserError
 from mlm_tpu.jsonfiles import encode_json, read_json, write_json
 from mlm_tpu.output_dir import Record, write_file
 from mlm_tpu.shards.format import MANIFEST
@@ -125,9 +125,10 @@ def run_benchmark(config: DownstreamConfig) -> dict:
     if "scratch" in config.baseline:
         variants.append(Variant(f"scratch-{shape_id(model_config, tokenizer)}", "scratch",
                                 {"model_config": config.model, "tokenizer": config.model}))
-    claim_output_dir(config, variants)
+    settings = check_output_dir(config, variants)
     with claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "downstream benchmark",
                  "give this one another --output-dir"):
+        write_file(os.path.join(config.output_dir, SETTINGS_FILE), encode_json(settings), start_record=True)
         prepared = [prepare_task(config, task, tokenizer) for task in tasks]
         runs = [Run(task, variant, seed, os.path.join(config.output_dir, "runs", task.task.name, variant.label,
                                                        f"seed-{seed}"))
@@ -179,9 +180,9 @@ def fixed_settings(config: DownstreamConfig) -> dict:
             "max_eval_samples": config.max_eval_samples}
 
 
-def claim_output_dir(config: DownstreamConfig, variants: List[Variant]) -> None:
+def check_output_dir(config: DownstreamConfig, variants: List[Variant]) -> dict:
     """Refuse an --output-dir holding what the benchmark did not make, or runs of another protocol, or another
-    model under the same label; then record this benchmark's settings there."""
+    model under the same label; return what its downstream.json is to say."""
     folder = config.output_dir
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise UserError(f"--output-dir {folder} is a file, not a folder; choose another --output-dir")
@@ -200,14 +201,14 @@ def claim_output_dir(config: DownstreamConfig, variants: List[Variant]) -> None:
                         f"{json.dumps({key: recorded.get('fixed', {}).get(key) for key in changed})}); runs are "
                         "compared under one protocol: choose another --output-dir, or give the same settings")
     models = dict(recorded.get("models", {}))
+    model = os.path.abspath(config.model) if os.path.isdir(config.model) else config.model
     for variant in variants:
         if variant.role == "model":
-            if models.get(variant.label, config.model) != config.model:
+            if models.get(variant.label, model) != model:
                 raise UserError(f"--output-dir {folder} holds runs of another model called {variant.label} "
                                 f"({models[variant.label]}); choose another --output-dir")
-            models[variant.label] = config.model
-    os.makedirs(folder, exist_ok=True)
-    write_file(settings_path, encode_json({"fixed": fixed, "models": models}), start_record=True)
+            models[variant.label] = model
+    return {"fixed": fixed, "models": models}
 
 
 def not_made_by_the_benchmark(folder: str) -> List[str]:
@@ -272,7 +273,11 @@ def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, i
         if done is None:
             epochs = config.protocol.num_epochs
             log(f"{where}: fine-tuning on {run.task.train_examples:,} examples, {epochs} epoch{'s' * (epochs != 1)}")
-            done = fine_tune_run(config, run)
+            try:
+                done = fine_tune_run(config, run)
+            except KeyboardInterrupt:
+                raise Interrupted(f"the benchmark stopped in run {number} of {len(runs)}, {number - 1} finished; "
+                                  "run the same command to finish it (finished runs are read back)") from None
             said = _seconds(done["seconds"])
         else:
             said = "finished earlier, read back"
