@@ -52,7 +52,8 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
     FLAGS.add(parser, "--max-train-samples", type=int, metavar="N",
               help="Train on each task's first N rows (as 🤗's run_glue; the built-in tasks' rows come shuffled "
                    "with a fixed seed) (default: all).")
-    FLAGS.add(parser, "--max-eval-samples", type=int, metavar="N", help="Score on each task's first N dev rows.")
+    FLAGS.add(parser, "--max-eval-samples", type=int, metavar="N",
+              help="Score on each task's first N dev rows (default: all).")
     FLAGS.add(parser, "--glue-dataset", metavar="NAME_OR_FOLDER",
               help="Where GLUE tasks come from: the Hub's nyu-mll/glue, or a local copy of it (`huggingface-cli "
                    "download nyu-mll/glue --repo-type dataset --local-dir FOLDER`) (default: nyu-mll/glue).")

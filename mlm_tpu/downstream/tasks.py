@@ -65,10 +65,6 @@ class DownstreamTask:
     def builtin(self) -> bool:
         return self.name in movie_reviews.SOURCES and not (self.train_file or self.dataset)
 
-    @property
-    def from_hub(self) -> bool:
-        return bool(self.dataset) and not os.path.isdir(self.dataset)
-
     def sources(self, data_dir: str) -> Tuple[CorpusSource, CorpusSource]:
         """Where the training and dev rows are read from (a built-in task's files are written first, in
         `data_dir`/<task>)."""
@@ -93,9 +89,10 @@ class DownstreamTask:
 
 
 def _glue(config: str, input_column: str, pair_column: Optional[str] = None, metrics: Tuple[str, ...] = ("accuracy",),
-          **more) -> DownstreamTask:
+          validation_split: str = "validation", **more) -> DownstreamTask:
     return DownstreamTask(config, dataset=GLUE_DATASET, dataset_config=config, input_column=input_column,
-                          pair_column=pair_column, metrics=metrics, about=f"GLUE {config}, from the 🤗 Hub", **more)
+                          pair_column=pair_column, metrics=metrics, validation_split=validation_split,
+                          about=f"{config}: GLUE's training split, scored on its {validation_split} split", **more)
 
 
 GLUE_TASKS: Dict[str, DownstreamTask] = {task.name: task for task in (
