@@ -9,7 +9,9 @@ cross gRPC instead of memory. Across real machines the same run gets each machin
 Each run is the real `train.py` (tiny RoBERTa by default, WikiText-2 validation, 128-token examples, global
 batch 16, a loss logged every step). Start-up: from starting the command to the first step's loss in the
 TensorBoard log (imports, forming the cluster, building the model, tracing the step). Steps/s: from the
-TensorBoard wall times of the steps after the first fifth (warm), over the rest.
+TensorBoard wall times of the steps after the first fifth (warm), over the rest. After the last step: from its loss
+to the command's end (the epoch's end and save, the input iterator's deletion, the processes' exit), where
+TensorFlow 2.21 could lose 20-40 s deleting an autotuned input iterator (see the README).
 Usage: python benchmarks/multi_worker.py [--model-config tiny] [--steps 60]
 """
 
@@ -59,8 +61,9 @@ def run(name: str, work: Path, model_config: str, steps: int, env: dict) -> dict
         sys.exit(f"{name} failed:\n{child.stderr[-3000:]}")
     times = step_wall_times(output_dir / "logs" / "train")
     warm = max(steps // 5, 2)
+    ended = time.time()
     return {"start_up": times[1] - started, "steps_per_second": (steps - warm) / (times[steps] - times[warm]),
-            "total": time.time() - started}
+            "after_last_step": ended - times[steps], "total": ended - started}
 
 
 def main() -> None:
@@ -74,8 +77,8 @@ def main() -> None:
           f"{os.cpu_count()} CPU cores shared by every process of a run (overhead, not scaling)")
     for name, figures in results.items():
         print(f"  {name:<24} start-up {figures['start_up']:5.1f} s, {figures['steps_per_second']:5.2f} steps/s "
-              f"({GLOBAL_BATCH * MAX_LENGTH * figures['steps_per_second']:,.0f} tokens/s), whole run "
-              f"{figures['total']:.1f} s")
+              f"({GLOBAL_BATCH * MAX_LENGTH * figures['steps_per_second']:,.0f} tokens/s), after the last step "
+              f"{figures['after_last_step']:.1f} s, whole run {figures['total']:.1f} s")
     one, two = results["1 process x 2 replicas"], results["2 workers x 1 replica"]
     print(f"  2 workers / 1 process x 2 replicas: start-up {two['start_up'] / one['start_up']:.2f}x, steps/s "
           f"{two['steps_per_second'] / one['steps_per_second']:.2f}x")

@@ -61,7 +61,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     """Train on shards (`python train.py`): returns a TrainingResult (steps, each epoch's figures, the best epoch).
 
     `callbacks` are Keras callbacks: they get on_train_begin/end, on_epoch_begin/end (with the
-    epoch's training and validation figures) and on_train_batch_end after each call to the device.
+    epoch's training and validation figures) and on_train_batch_begin/end around each call to the device.
 
     Examples:
         >>> result = mlm_tpu.train_model("runs/api/shards/validation", "runs/api/model",

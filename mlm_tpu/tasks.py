@@ -82,7 +82,7 @@ def task_of_saved_model(name_or_path: str) -> str:
     if is_adapter_folder(name_or_path):
         record = read_delta_record(name_or_path)
         if record.get("model_type") != "t5":
-            return "mlm"
+            return encoder_task_of_architecture(record.get("architecture", "")) or "mlm"
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
     if model_type(name_or_path) != "t5":
@@ -100,8 +100,12 @@ def encoder_task_of(name_or_path: str) -> Optional[str]:
         architectures = AutoConfig.from_pretrained(name_or_path).architectures or []
     except (OSError, ValueError):
         return None
-    return next((task for suffix, task in ENCODER_HEADS.items() for name in architectures[:1]
-                 if name.endswith(suffix)), None)
+    return encoder_task_of_architecture(architectures[0]) if architectures else None
+
+
+def encoder_task_of_architecture(architecture: str) -> Optional[str]:
+    """The encoder task of a head class (RobertaForSequenceClassification: sequence-classification), or None."""
+    return next((task for suffix, task in ENCODER_HEADS.items() if architecture.endswith(suffix)), None)
 
 
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):

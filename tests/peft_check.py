@@ -1,15 +1,20 @@
 """Load an adapter folder with PEFT onto its PyTorch base model and compare the logits with TensorFlow's.
 
-Run by tests/test_delta_train.py with a Python that has torch, transformers 5 and peft (no TensorFlow):
-`python peft_check.py ADAPTER BASE CLASS INPUTS.npz [ADAPTER BASE CLASS INPUTS.npz ...]` prints one JSON line per
-adapter (torch and PEFT load once for all): versions, the adapter's keys the
-model lacks (unexpected) and the model's adapter weights the file lacks (missing), as
-`set_peft_model_state_dict` reports them (`PeftModel.from_pretrained` ignores unexpected keys silently), and the
-largest logit difference from the TensorFlow logits stored in INPUTS.npz with the inputs that made them; or, for
-an adapter PEFT fails to load or run, the error.
+Run by tests/test_delta_train.py and tests/test_delta_encoder.py with a Python that has torch, transformers 5 and
+peft (no TensorFlow): `python peft_check.py ADAPTER BASE CLASS INPUTS.npz [ADAPTER BASE CLASS INPUTS.npz ...]`
+prints one JSON line per adapter (torch and PEFT load once for all): versions, the adapter's keys the
+model lacks (unexpected) and the model's adapter weights (modules_to_save: a classifier's head, too) the file lacks
+(missing), as `set_peft_model_state_dict` reports them (`PeftModel.from_pretrained` ignores unexpected keys
+silently), and the largest logit difference from the TensorFlow logits stored in INPUTS.npz with the inputs that
+made them; or, for an adapter PEFT fails to load or run, the error. BASE `card`: the model is the one the Python
+snippet of ADAPTER's model card loads, run as written in ADAPTER's parent folder (the snippet names the folder as
+the card's title does; CLASS unused). BASE `-`: ADAPTER is a whole model folder (`export --merge`), loaded by CLASS
+as tests/pytorch_check.py does.
 """
 
 import json
+import os
+import re
 import sys
 
 import numpy as np
@@ -20,13 +25,33 @@ from peft import PeftModel
 from peft.utils import set_peft_model_state_dict
 from safetensors.numpy import load_file
 
-TUNER_MARKS = ("lora_", "ia3_", "prompt_encoder")
+TUNER_MARKS = ("lora_", "ia3_", "prompt_encoder", "modules_to_save")
+
+
+def load(adapter: str, base: str, class_name: str):
+    """The PeftModel: `adapter` on `base` loaded by `class_name`, or (base `card`) what the card's snippet loads."""
+    if base != "card":
+        return PeftModel.from_pretrained(getattr(transformers, class_name).from_pretrained(base), adapter)
+    folder = os.path.abspath(adapter)
+    with open(os.path.join(folder, "README.md"), encoding="utf-8") as card:
+        [snippet] = re.findall(r"```python\n(.*?)```", card.read(), flags=re.DOTALL)
+    here = os.getcwd()
+    os.chdir(os.path.dirname(folder))
+    try:
+        scope = {}
+        exec(snippet, scope)
+    finally:
+        os.chdir(here)
+    return scope["model"]
 
 
 def check(adapter: str, base: str, class_name: str, inputs_path: str) -> None:
-    model_class = getattr(transformers, class_name)
-    model = PeftModel.from_pretrained(model_class.from_pretrained(base), adapter).eval()
-    checked = PeftModel.from_pretrained(model_class.from_pretrained(base), adapter)
+    if base == "-":
+        import pytorch_check
+
+        return pytorch_check.check(adapter, class_name, inputs_path)
+    model = load(adapter, base, class_name).eval()
+    checked = load(adapter, base, class_name)
     state = {name: torch.tensor(array) for name, array in load_file(f"{adapter}/adapter_model.safetensors").items()}
     result = set_peft_model_state_dict(checked, state)
     prompt_learning = checked.peft_config["default"].is_prompt_learning

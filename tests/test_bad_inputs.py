@@ -947,6 +947,14 @@ def sequence_classification_on_a_causal_lm(inputs):
     return fine_tuning_flags(inputs, labelled_shards(inputs), "--model-name-or-path", str(inputs.tmp / "gpt2"))
 
 
+@row("train", "--task sequence-classification delta-tunes an encoder with --delta lora or ia3",
+     "--delta prompt is for T5", absent=("model",))
+def prompt_tuning_an_encoder_s_classifier(inputs):
+    """Refused before the shards are read (these are masked-LM ones) or the base is loaded."""
+    return fine_tuning_flags(inputs, inputs.shards, "--delta", "prompt", "--model-name-or-path",
+                             str(FIXTURES / "roberta"))
+
+
 @row("predict", "RobertaForMaskedLM", "not a token classification model", "--task token-classification")
 def token_classification_with_a_masked_lm(inputs):
     return ["token-classification", "--model", str(FIXTURES / "roberta"), "Alice lives in Paris"]

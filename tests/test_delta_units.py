@@ -284,3 +284,120 @@ def test_roberta_deltas_keep_the_length_of_its_positions():
     task = training_task(config)
     with pytest.raises(UserError, match="examples of 600 tokens are longer than .* takes \\(510 tokens\\)"):
         task.build_model(config, task.load_tokenizer(config), SimpleNamespace(length=600))
+
+
+def tiny_classifier(family: str, head: str):
+    """A tiny random `family` encoder with a 3-label `head` ("SequenceClassification" or "TokenClassification")."""
+    import mlm_tpu  # noqa: F401
+    import tf_keras as keras
+    import transformers
+
+    keras.utils.set_random_seed(1)
+    shape = dict(vocab_size=60, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 pad_token_id=1, max_position_embeddings=40, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                 num_labels=3)
+    config = {"roberta": transformers.RobertaConfig, "bert": transformers.BertConfig,
+              "electra": transformers.ElectraConfig}[family](**shape)
+    model = getattr(transformers, f"TF{type(config).__name__.removesuffix('Config')}For{head}")(config)
+    model.build_in_name_scope()
+    return model
+
+
+# (family, head, method, the PyTorch names of the weights a masked-LM base lacks) -> PEFT's keys of what is saved whole
+CLASSIFIERS = {
+    ("roberta", "SequenceClassification", "lora", ("classifier.dense.weight", "classifier.dense.bias",
+                                                   "classifier.out_proj.weight", "classifier.out_proj.bias")):
+        {"classifier.dense.weight": (32, 32), "classifier.dense.bias": (32,), "classifier.out_proj.weight": (3, 32),
+         "classifier.out_proj.bias": (3,)},
+    ("bert", "SequenceClassification", "ia3", ("bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                                               "classifier.weight", "classifier.bias")):
+        {"bert.pooler.dense.weight": (32, 32), "bert.pooler.dense.bias": (32,), "classifier.weight": (3, 32),
+         "classifier.bias": (3,)},
+    ("electra", "TokenClassification", "lora", ("classifier.weight", "classifier.bias")):
+        {"classifier.weight": (3, 32), "classifier.bias": (3,)},
+}
+
+
+@pytest.mark.parametrize("case", list(CLASSIFIERS), ids=lambda case: "-".join(case[:3]))
+def test_a_classifier_s_new_head_trains_with_the_delta_and_is_saved_whole_under_peft_s_keys(case):
+    """PEFT's SEQ_CLS / TOKEN_CLS: `classifier` (and any other new module: BERT's pooler under a masked-LM base) is a
+    module to save, trained whole beside the delta and saved under `base_model.model.` + its PyTorch names, [out, in];
+    no delta goes inside it; the encoder stays bit-identical. (The key names are those PEFT 0.21 saves for these
+    heads; PEFT loading them is tests/test_delta_encoder.py's.)"""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from mlm_tpu.delta import method_class
+    from mlm_tpu.delta.modules_to_save import modules_to_save
+
+    family, head, method, new_weights = case
+    model = tiny_classifier(family, head)
+    base_weights = {id(v): v.numpy() for v in model.weights}
+    head_ids = {id(v) for v in model.weights if "classifier" in v.name or "pooler" in v.name}
+    delta = method_class(method).of(SETTINGS)
+    delta.modules_to_save = modules_to_save(model, new_weights)
+    assert delta.modules_to_save == (("bert.pooler.dense",) if family == "bert" else ()) + ("classifier", "score")
+    delta.apply(model)
+    assert {id(v) for v in model.trainable_variables} == {id(v) for v in delta.delta_variables()}
+    assert head_ids <= {id(v) for v in model.trainable_variables}
+
+    inputs = batch("roberta")
+    labels = tf.constant([0, 2, 1, 2]) if head == "SequenceClassification" else inputs["input_ids"] % 3
+    optimizer = keras.optimizers.Adam(3e-2)
+    losses = []
+    for _ in range(10):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                                        labels=labels, training=True).loss)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        losses.append(float(loss))
+    assert losses[-1] < losses[0], losses
+    for variable in model.weights:
+        if id(variable) in head_ids:
+            assert not np.array_equal(variable.numpy(), base_weights[id(variable)]), variable.name
+        elif id(variable) in base_weights:
+            np.testing.assert_array_equal(variable.numpy(), base_weights[id(variable)], err_msg=variable.name)
+
+    state = delta.state_dict(model)
+    whole = {name.removeprefix("base_model.model."): value.shape for name, value in state.items()
+             if not any(mark in name for mark in (".lora_", ".ia3_l"))}
+    assert whole == CLASSIFIERS[case]
+    assert not any(("classifier" in name or "pooler" in name) for name in state if name.removeprefix(
+        "base_model.model.") not in whole)  # no delta inside a module saved whole, as PEFT wraps none there
+    assert sum(value.size for value in state.values()) == sum(v.shape.num_elements() for v in model.trainable_variables)
+    config = delta.adapter_config(model, "base")
+    assert config["task_type"] == ("SEQ_CLS" if head == "SequenceClassification" else "TOKEN_CLS")
+    assert config["modules_to_save"] == list(delta.modules_to_save)
+
+
+def test_a_classifier_with_a_delta_is_backed_up_and_restored_with_its_head(tmp_path):
+    """What a resumed encoder run starts from: the backup (a TensorFlow checkpoint of the model) holds the trained
+    head beside the delta, and restores both, bit for bit, into a fresh model with the same delta."""
+    import tensorflow as tf
+
+    from mlm_tpu.delta import method_class
+
+    inputs = batch("roberta")
+
+    def classifier_with_delta():
+        model = tiny_classifier("roberta", "SequenceClassification")
+        delta = method_class("lora").of(SETTINGS)
+        delta.modules_to_save = ("classifier", "score")
+        delta.apply(model)
+        model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        return model, delta
+
+    model, delta = classifier_with_delta()
+    rng = np.random.RandomState(3)
+    for variable in delta.delta_variables():  # trained values: B no longer 0, the head not as initialised
+        variable.assign(rng.normal(0.0, 0.3, variable.shape).astype(np.float32))
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "backup"))
+    restored, restored_delta = classifier_with_delta()
+    tf.train.Checkpoint(model=restored).read(path).assert_existing_objects_matched()
+    expected, got = delta.state_dict(model), restored_delta.state_dict(restored)
+    assert expected.keys() == got.keys() and any(".classifier." in name for name in got)
+    for name, array in expected.items():
+        np.testing.assert_array_equal(got[name], array, err_msg=name)
+    logits = [m(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits.numpy()
+              for m in (model, restored)]
+    np.testing.assert_array_equal(*logits)

@@ -15,9 +15,11 @@ bit-identical."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -103,22 +105,47 @@ def scratch_folders(tmp: Path) -> list:
     return [name for name in os.listdir(tmp) if name.startswith("mlm-tpu-worker-")]
 
 
+class ScratchWatch:
+    """The names of the files that appear in the workers' temporary folders under `tmp` while it runs (looked at
+    every 10 ms: a worker deletes its folder at its end)."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.seen, self.done = tmp, set(), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.01):
+            for folder in scratch_folders(self.tmp) if self.tmp.is_dir() else ():
+                for _, _, names in os.walk(self.tmp / folder):
+                    self.seen.update(names)
+
+    def __enter__(self) -> "ScratchWatch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def mlm_runs(shards, wikitext_tokenizer, tmp_path_factory):
-    """The masked LM trained by 2 workers x 1 replica, 1 process x 2 replicas and 1 process x 1 replica."""
+    """The masked LM trained by 2 workers x 1 replica (and what they wrote into their temporary folders), 1 process x
+    2 replicas and 1 process x 1 replica."""
     folder = tmp_path_factory.mktemp("mlm-runs")
     tokenizer = wikitext_tokenizer[0]
-    result = launch(mlm_flags(shards, tokenizer, folder / "workers"), folder / "tmp")
+    with ScratchWatch(folder / "tmp") as scratch:
+        result = launch(mlm_flags(shards, tokenizer, folder / "workers"), folder / "tmp")
     assert result.returncode == 0, result.stderr[-3000:]
     for name, more in (("replicas", ["--cpu-replicas", 2]), ("alone", [])):
         per_replica = 8 if more else 16
         single = run_train(*mlm_flags(shards, tokenizer, folder / name, per_replica, *more))
         assert single.returncode == 0, single.stderr[-3000:]
-    return folder, result
+    return folder, result, scratch.seen
 
 
 def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
-    folder, result = mlm_runs
+    folder, result, scratch = mlm_runs
     assert "[worker 0] Training (mlm) on MultiWorkerMirroredStrategy over 2 workers with 2 replica(s): global batch " \
            "16 = 8 per replica x 2, made by 2 input pipelines" in result.stderr
     assert largest_difference(folder / "workers", folder / "replicas") <= 1e-6
@@ -127,6 +154,8 @@ def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
     assert len(losses[0]) == STEPS and all(abs(losses[0][step] - run[step]) < 1e-5 for run in losses[1:]
                                            for step in losses[0])
     assert_only_the_chief_wrote(folder / "workers", folder / "tmp")
+    # worker 1 backed up into its temporary folder (the strategy wants every worker in a backup), but saved no model
+    assert "step-2.json" in scratch and not {"tf_model.h5", "model.safetensors", "config.json"} & scratch, scratch
 
 
 def test_two_workers_train_the_t5_classifier_one_process_trains(quality_shards, t5_data, tmp_path):
@@ -220,3 +249,24 @@ def test_a_worker_that_cannot_see_the_output_dir_says_so(shards, wikitext_tokeni
                           "worker 1 (localhost:", f"cannot see the --output-dir {tmp_path / 'machine-'}",
                           "shared file system")
     assert os.listdir(tmp_path / "machine-0") == [] and not (tmp_path / "machine-1").exists()
+
+
+def test_a_worker_failing_on_a_corrupt_shard_is_the_one_line_the_launcher_shows(shards, wikitext_tokenizer, tmp_path):
+    """Worker 1 alone reads the second of two shards (two input pipelines): it fails on its corrupt record, and the
+    launcher's line is its own error; worker 0 stops at once quoting it, blaming no crash, promising no backup."""
+    train = tmp_path / "shards"
+    shutil.copytree(shards / "validation", train)
+    os.remove(train / "manifest.json")  # it holds the shards' checksums, which would refuse them before training
+    second = sorted(train.glob("*.tfrecord"))[1]
+    data = bytearray(second.read_bytes())
+    data[len(data) // 8] ^= 0xFF
+    second.write_bytes(bytes(data))
+    flags = mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "out")
+    flags[flags.index("--train-dataset") + 1] = train
+    result = launch(flags, tmp_path / "tmp")
+    line = assert_user_error(result, f"{second.name} is corrupt", "(worker 1, the first to fail; the others stopped "
+                                                                   "with it)")
+    corrupt = line[len("error: "):line.index(" (worker 1, the first to fail")]
+    assert re.search(r"\[worker 0\] error: worker 1 \(localhost:\d+\) failed, so worker 0 \(the chief, "
+                     r"localhost:\d+\) stops too: " + re.escape(corrupt), result.stderr), result.stderr[-3000:]
+    assert "stopped answering" not in result.stderr and "resumes from" not in result.stderr

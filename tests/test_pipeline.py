@@ -67,7 +67,7 @@ from transformers import AutoTokenizer
 from mlm_tpu.mlm.masking import MlmMasker
 from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.pipeline import distributed_training_dataset
+from mlm_tpu.shards.pipeline import distributed_training_dataset, next_per_replica
 from mlm_tpu.shards.reading import find_shards
 shards = find_shards(sys.argv[1] + "/shards/validation", MLM, features_of(MLM, None))
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1] + "/tokenizer")
@@ -77,7 +77,7 @@ def steps(start, count):
                                            steps_per_epoch=20, start_step=start)
     found, iterator = [], iter(dataset)
     for _ in range(count):
-        batch = next(iterator)
+        batch = next_per_replica(strategy, iterator)
         found.append([hashlib.sha256(value.numpy().tobytes()).hexdigest()[:12]
                       for value in strategy.experimental_local_results(batch["input_ids"])])
     return found

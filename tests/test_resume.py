@@ -1,5 +1,6 @@
-"""Preemption-exact training: a run killed (SIGKILL, as a preemption does) and started again with the same
-command ends with the same weights, bit for bit, as the uninterrupted run, and logs the same loss at every step."""
+"""Preemption-exact training: a run killed (SIGKILL, as a preemption does) or stopped (SIGTERM, a preemption's notice)
+and started again with the same command ends with the same weights, bit for bit, as the uninterrupted run, and logs the
+same loss at every step."""
 
 import os
 import re
@@ -82,17 +83,64 @@ def killed_twice_then_finished(flags, tmp_path: Path, first: int, second: int) -
     assert resumed_at(result.stderr) >= second
 
 
+# `python train.py` with a Keras callback that sends the process SIGTERM after the last step of epoch 1 (step 25), as
+# a preemption notice may come in just before an epoch's validation and save
+SIGTERM_AT_THE_END_OF_EPOCH_1 = """
+import os, signal, sys
+from mlm_tpu.cli import run_command
+from mlm_tpu.cli.train import build_config, build_parser
+from mlm_tpu.console import import_tensorflow, quiet_libraries
+import_tensorflow()
+quiet_libraries()
+import tf_keras as keras
+from mlm_tpu.tasks import training_task
+from mlm_tpu.training.trainer import train
+
+class SigtermAtTheEndOfEpoch1(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == 25:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+def main(argv):
+    config = build_config(build_parser("train.py").parse_args(argv))
+    train(config, training_task(config), [SigtermAtTheEndOfEpoch1()])
+
+run_command(main, sys.argv[1:])
+"""
+
+
 @pytest.mark.parametrize("replicas", [1, 2])
-def test_a_masked_lm_killed_twice_ends_as_the_uninterrupted_run(replicas, shards, wikitext_tokenizer, tmp_path):
-    uninterrupted = tmp_path / "uninterrupted"
+def test_a_masked_lm_killed_then_stopped_at_an_epochs_end_ends_as_the_uninterrupted_run(
+        replicas, shards, wikitext_tokenizer, tmp_path):
+    """Killed (SIGKILL) after its backup of step 8; started again and sent SIGTERM after the last step of epoch 1: the
+    backup comes before the epoch's validation and save, which could outlast a preemption's notice; started again, it
+    does them first, and ends bit for bit as the uninterrupted run, validation scores and all."""
+    from mlm_tpu.training.run_logs import read_scalars
+
     more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8] if replicas == 2 else []
+    uninterrupted = tmp_path / "uninterrupted"
     result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
 
     resumed = tmp_path / "resumed"
-    killed_twice_then_finished(mlm_flags(shards, wikitext_tokenizer[0], resumed, *more), tmp_path, 8, 32)
+    flags = mlm_flags(shards, wikitext_tokenizer[0], resumed, *more)
+    train_and_kill_after_backup(flags, 8, tmp_path / "killed.log")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    stopped = subprocess.run([sys.executable, "-c", SIGTERM_AT_THE_END_OF_EPOCH_1, *map(str, flags)],
+                             capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert stopped.returncode == 42, stopped.stderr[-3000:]
+    assert 8 <= resumed_at(stopped.stderr) < 25
+    assert "stopped: stopped at step 25 (SIGTERM on the only worker)" in stopped.stderr
+    assert "Epoch 1 training" not in stopped.stderr and not (resumed / "config.json").exists()
+
+    finished = run_train(*flags)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert resumed_at(finished.stderr) == 25
+    assert finished.stderr.index("Epoch 1 validation") < finished.stderr.index("Epoch 2 training")
     assert_same_run(resumed, uninterrupted)
+    assert (read_scalars(str(resumed / "logs" / "validation")) ==
+            read_scalars(str(uninterrupted / "logs" / "validation")))
 
 
 def test_a_t5_classifier_killed_twice_ends_as_the_uninterrupted_run_and_keeps_the_same_best_epoch(

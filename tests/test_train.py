@@ -50,25 +50,46 @@ def test_training_lowers_the_loss_and_saves_a_reloadable_model(trained_mlm):
     assert (info["run"]["replicas"], info["run"]["global_batch_size"]) == (1, 16)
     assert any(name.startswith("events") for _, _, names in os.walk(output_dir / "logs") for name in names)
     assert not (output_dir / "backup").exists()  # the backup is removed once training finished
+    assert "Masked-LM head: sparse, at 25 of the 64 positions of each row" in result.stderr  # the default
+    speed = re.findall(r"^Epoch \d training: .*; [\d,]+ examples/s, ([\d,]+) tokens/s \(([\d,]+) per replica\), "
+                       r"[\d.]+ [kMG]FLOP per token, MFU unknown \(no peak known for CPU: pass --peak-tflops\)$",
+                       result.stderr, re.M)
+    assert len(speed) == 3 and all(total == per_replica for total, per_replica in speed), result.stderr
+    from mlm_tpu.training.run_logs import read_scalars
+
+    scalars = read_scalars(str(output_dir / "logs" / "train"))
+    assert len(scalars["tokens_per_second"]) == 3 and "mfu" not in scalars
 
 
 def test_two_cpu_replicas_train_with_a_doubled_global_batch(shards, wikitext_tokenizer, tmp_path):
     output_dir = tmp_path / "mirrored"
     result = run_train(*common_flags(shards, wikitext_tokenizer[0], output_dir), "--per-replica-batch-size", 8,
-                       "--num-epochs", 2, "--cpu-replicas", 2, "--train-dataset", shards / "validation")  # 25 steps
+                       "--num-epochs", 2, "--cpu-replicas", 2, "--train-dataset", shards / "validation",  # 25 steps
+                       "--peak-tflops", "0.5")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "MirroredStrategy with 2 replica(s): global batch 16 = 8 per replica x 2" in result.stderr
+    speed = re.findall(r"([\d,]+) tokens/s \(([\d,]+) per replica\), .* MFU ([\d.]+)% of 0.5 TFLOP/s per replica "
+                       r"\(--peak-tflops\)$", result.stderr, re.M)
+    assert len(speed) == 2, result.stderr
+    for total, per_replica, mfu in speed:
+        total, per_replica = int(total.replace(",", "")), int(per_replica.replace(",", ""))
+        assert abs(total - 2 * per_replica) <= 1 and 0 < float(mfu) < 100
     info = json.loads((output_dir / "training_args.json").read_text())
     assert (info["run"]["replicas"], info["run"]["global_batch_size"]) == (2, 16)
     epochs = epoch_losses(result)
     assert len(epochs) == 2 and epochs[1][0] < epochs[0][0], epochs
 
 
-def test_max_steps_stops_exactly(shards, wikitext_tokenizer, tmp_path):
+def test_max_steps_stops_exactly_and_masks_beyond_the_prediction_slots_are_counted(shards, wikitext_tokenizer,
+                                                                                    tmp_path):
     result = run_train(*common_flags(shards, wikitext_tokenizer[0], tmp_path / "m"), "--per-replica-batch-size", 8,
-                       "--max-steps", 7)
+                       "--max-steps", 7, "--max-predictions-per-seq", 4)  # 15% of 64 tokens: 9 masks a row
     assert result.returncode == 0, result.stderr[-3000:]
     assert "7 steps in all" in result.stderr and re.search(r"^Epoch 1 training: .*\(7 steps", result.stderr, re.M)
+    assert "at 4 of the 64 positions of each row (--max-predictions-per-seq)" in result.stderr
+    left_out = re.search(r"^warning: ([\d,]+) masked positions found no prediction slot in their rows and were left "
+                         r"unmasked: .* raise --max-predictions-per-seq \(now 4\)", result.stderr, re.M)
+    assert left_out and 7 * 8 < int(left_out.group(1).replace(",", "")) < 7 * 8 * 64, result.stderr
 
 
 def test_tpu_flag_without_a_tpu_is_one_line_and_exit_2(shards, wikitext_tokenizer, tmp_path):
@@ -118,7 +139,8 @@ def test_help_lists_every_flag():
                  "--model-config", "--pretrained_model_config", "--output-dir", "--per-replica-batch-size",
                  "--num-epochs", "--max-steps", "--learning-rate", "--weight-decay-rate", "--warmup-ratio",
                  "--max-length", "--mlm-probability", "--bf16", "--steps-per-execution", "--hub-model-id", "--seed",
-                 "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps", "--logging-steps"]:
+                 "--shuffle-buffer-size", "--cpu-replicas", "--backup-steps", "--logging-steps", "--dense-mlm-head",
+                 "--max-predictions-per-seq", "--peak-tflops"]:
         assert flag in result.stdout, flag
 
 
@@ -161,13 +183,14 @@ def test_a_config_file_trains_and_the_runs_own_record_replays_it(shards, wikitex
     first = tmp_path / "first"
     result = run_train("--config", REPO_ROOT / "configs" / "demo.yaml", "--train-dataset", shards / "train",
                        "--eval-dataset", shards / "validation", "--tokenizer", wikitext_tokenizer[0], "--max-steps", 12,
-                       "--logging-steps", 4, "--deterministic", "--output-dir", first)
+                       "--logging-steps", 4, "--deterministic", "--dense-mlm-head", "--output-dir", first)
     assert result.returncode == 0, result.stderr[-3000:]
     recorded = json.loads((first / "training_args.json").read_text())
-    assert recorded["model_config"] == "tiny" and recorded["run"]["total_steps"] == 12
+    assert recorded["model_config"] == "tiny" and recorded["run"]["total_steps"] == 12 and recorded["dense_mlm_head"]
 
     replay = run_train("--config", first / "training_args.json", "--output-dir", tmp_path / "replay")
     assert replay.returncode == 0, replay.stderr[-3000:]
     replayed = json.loads((tmp_path / "replay" / "training_args.json").read_text())
     assert {**replayed, "output_dir": None} == {**recorded, "output_dir": None}
     assert epoch_losses(replay) == epoch_losses(result) and len(epoch_losses(result)) == 1
+    assert "Masked-LM head: dense, at every position (--dense-mlm-head)" in replay.stderr

@@ -4,6 +4,7 @@ classifier of the text-to-text tests."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -59,6 +60,12 @@ def test_pretraining_learns_far_below_chance(pretrained_t5, t5_data):
     config = json.loads((folder / "model" / "config.json").read_text())
     settings = config["task_specific_params"]["mlm_tpu_text2text"]
     assert settings["task"] == "span-corruption" and settings["max_length"] == 64
+    speeds = re.findall(r"; ([\d,]+) examples/s, ([\d,]+) tokens/s .*, [\d.]+ [kMG]FLOP per token, MFU unknown",
+                        result.stderr)  # a T5's tokens: its inputs' and its targets'
+    assert len(speeds) == 2, result.stderr
+    for examples, tokens in speeds:
+        per_example = int(tokens.replace(",", "")) / int(examples.replace(",", ""))
+        assert per_example == pytest.approx(settings["max_length"] + settings["max_new_tokens"], rel=0.03)
     assert (folder / "model" / "model.safetensors").is_file() and (folder / "model" / "README.md").is_file()
     from huggingface_hub import ModelCard
 

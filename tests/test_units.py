@@ -127,16 +127,26 @@ def test_scores_count_only_the_positions_that_take_a_loss():
 
 
 @pytest.mark.parametrize("task, kind, setting", [("mlm", MLM, "labels"), ("classification", TEXT2TEXT, "mlm_probability"),
-                                                 ("generation", TEXT2TEXT, "mlm_probability")])
+                                                 ("generation", TEXT2TEXT, "max_predictions_per_seq"),
+                                                 ("generation", TEXT2TEXT, "dense_mlm_head")])
 def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting):
     from mlm_tpu.tasks import make_task
     from mlm_tpu.training.config import TrainingConfig
 
     plug_in = make_task(task)
     assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
-    value = ("a", "b") if setting == "labels" else 0.2
+    value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True}
     with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
-        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value}))
+        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value[setting]}))
+    plug_in.check(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
+
+
+def test_the_dense_head_has_no_prediction_slots_to_set():
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    with pytest.raises(UserError, match="drop one of --dense-mlm-head and --max-predictions-per-seq"):
+        make_task("mlm").check(TrainingConfig("t", "o", dense_mlm_head=True, max_predictions_per_seq=20))
 
 
 def test_a_batch_decodes_to_the_model_inputs_as_written():

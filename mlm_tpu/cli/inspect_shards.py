@@ -22,7 +22,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     FLAGS.add(parser, "--mlm-probability", type=float, help="Masked-LM splits: share of tokens masked (default: 0.15).")
     FLAGS.add(parser, "--seed", type=int, help="Seed of the masks or spans (default: 42).")
     add_flag(parser, "--json", action="store_true",
-             help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}}.')
+             help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}} ("text" for '
+                  'token ids only).')
     add_verbose_flag(parser)
     return parser
 
@@ -39,4 +40,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.in
             continue
         print(f"=== example {number}")
         for name, feature in example.items():
-            print(f"{name} ({len(feature['ids'])} ids): {feature['text']}\n  ids: {' '.join(map(str, feature['ids']))}")
+            ids = " ".join(map(str, feature["ids"]))
+            print(f"{name} ({len(feature['ids'])} ids): {feature['text']}\n  ids: {ids}" if "text" in feature else
+                  f"{name}: {ids}")

@@ -3,9 +3,10 @@ as N worker processes on this machine, each with its TF_CONFIG, under MultiWorke
 
 It is how to try multi-worker training without a cluster: the run is the one a cluster of N machines would make
 (same data order, same weights up to the order of floating-point sums; see the README), only slower here, as every
-worker shares this machine. Each output line is prefixed with its worker's index; Ctrl-C and SIGTERM go to every
-worker, which save a backup at the same step and stop; if a worker fails, the others stop with it and one line
-names it. On a real cluster, start `python train.py <flags>` on every machine with its own TF_CONFIG instead.
+worker shares this machine. Each output line is prefixed with its worker's index; Ctrl-C, SIGTERM and SIGHUP (a
+closed terminal) go to every worker, which save a backup at the same step and stop, as they do if the launcher is
+killed; if a worker fails, the others stop with it, and the launcher's one line is that worker's own error. On a real
+cluster, start `python train.py <flags>` on every machine with its own TF_CONFIG instead.
 """
 
 import argparse

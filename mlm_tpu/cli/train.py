@@ -50,6 +50,10 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     FLAGS.add(hardware, "--steps-per-execution", type=int,
               help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
                    "multiple of it.")
+    FLAGS.add(hardware, "--peak-tflops", type=float,
+              help="The peak TFLOP/s of each replica's device (a chip; on TPU v2 and v3, one of its two cores), that "
+                   "the logs' MFU divides the model's FLOPs per second by (default: TPU v2-v6e, A100, H100, H200 and "
+                   "L4 are known by name, in bfloat16; on other devices, CPUs among them, MFU is unknown).")
     FLAGS.add(hardware, "--communication", choices=("auto", "ring", "nccl"), field="hardware.communication",
               help="Several workers (TF_CONFIG names more than one task; see `mlm-tpu launch`): how they all-reduce "
                    "gradients, ring (gRPC, any device), nccl (GPUs) or auto (default: auto).")
@@ -74,6 +78,15 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     add_flag(task, "--head", choices=("mlm", "t5"), default=None,
              help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")
     FLAGS.add(task, "--mlm-probability", type=float, help="--task mlm: share of tokens masked (default: 0.15).")
+    FLAGS.add(task, "--dense-mlm-head", action="store_true",
+              help="--task mlm: run the masked-LM head at every position, as before, rather than at the masked "
+                   "positions only (the sparse head, the default: the same loss, the head's work saved at the other "
+                   "positions). For comparison; the saved model is the same kind either way.")
+    FLAGS.add(task, "--max-predictions-per-seq", type=int, metavar="SLOTS",
+              help="--task mlm, sparse head: prediction slots per row (BERT's max_predictions_per_seq). A row with "
+                   "more masked positions keeps this many, drawn at random, and leaves the others unmasked; each "
+                   "epoch's log line counts them (default: the fewest slots a row outgrows with probability below "
+                   "1e-6 at --mlm-probability, e.g. 41 of 128 positions at 0.15).")
     FLAGS.add(task, "--labels", nargs="+", metavar="LABEL",
               help="Classification: the class names, each one token of the tokenizer (default: the targets the "
                    "training shards' manifest counted).")
@@ -177,21 +190,24 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
 
     delta = parser.add_argument_group(
         "delta-tuning", "Train a small delta on the frozen --model-name-or-path instead of every weight; the output "
-        "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters).")
+        "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters). The encoder tasks "
+        "take lora and ia3, and train the classifier's new head with the delta (saved whole, PEFT's "
+        "modules_to_save).")
     FLAGS.add(delta, "--delta", choices=("lora", "ia3", "prompt", "prefix", "adapter"),
               help="lora: low-rank updates beside chosen layers. ia3: learned scaling of keys, values and the "
                    "feed-forward. prompt: virtual tokens before the input. prefix: virtual keys and values in T5's "
-                   "decoder self-attention. adapter: bottleneck MLPs after the feed-forward (and attention).")
+                   "decoder self-attention. adapter: bottleneck MLPs after the feed-forward (and attention). "
+                   "lora and ia3 take T5, RoBERTa, BERT and ELECTRA; the others T5 only.")
     FLAGS.add(delta, "--lora-rank", type=int, help="LoRA: rank r of the update (default: 8).")
     FLAGS.add(delta, "--lora-alpha", type=float, help="LoRA: the update is scaled by alpha / r (default: 16).")
     FLAGS.add(delta, "--lora-dropout", type=float, help="LoRA: dropout on the update's input (default: 0).")
     FLAGS.add(delta, "--lora-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
               help="LoRA: comma-separated module names, matched as PEFT matches target_modules (default as PEFT's: "
-                   "q,v for T5, query,value for RoBERTa).")
+                   "q,v for T5, query,value for RoBERTa, BERT and ELECTRA).")
     FLAGS.add(delta, "--use-rslora", action="store_true", help="LoRA: scale by alpha / sqrt(r) (rank-stabilized).")
     FLAGS.add(delta, "--ia3-targets", type=lambda text: tuple(text.split(",")), metavar="NAMES",
               help="IA3: comma-separated module names (default as PEFT's: k,v,wo for T5 with wo the feed-forward; "
-                   "key,value,output.dense for RoBERTa).")
+                   "key,value,output.dense for RoBERTa and BERT, and ELECTRA as BERT).")
     FLAGS.add(delta, "--num-virtual-tokens", type=int, help="Prompt and prefix tuning: virtual tokens (default: 20).")
     FLAGS.add(delta, "--adapter-kind", choices=("pfeiffer", "houlsby"),
               help="Bottleneck adapters: pfeiffer (after each feed-forward) or houlsby (after attention too) "

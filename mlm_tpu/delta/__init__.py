@@ -13,6 +13,9 @@ to the trainer as a task plug-in, `folder.py` writes and reads adapter folders.
 | prompt    | virtual token embeddings before the input     | PEFT PROMPT_TUNING               |
 | prefix    | keys and values before the decoder's own      | PEFT PREFIX_TUNING               |
 | adapter   | bottleneck MLPs after feed-forward (attention) | AdapterHub `adapters` seq_bn     |
+
+On an encoder's classifier (sequence or token classification), LoRA and IA3 also train the new head and save it
+whole beside the delta, as PEFT's SEQ_CLS and TOKEN_CLS adapters hold it (`modules_to_save.py`).
 """
 
 import importlib

@@ -5,6 +5,7 @@ model trained, the validation figures, the loss plot, and how to load it in PyTo
 import os
 from typing import List
 
+from mlm_tpu.delta.folder import recorded_head_settings
 from mlm_tpu.model_folder.card import LOSS_PLOT
 METHOD_NAMES = {"lora": "LoRA", "ia3": "(IA)³", "prompt": "prompt tuning", "prefix": "prefix tuning",
                 "adapter": "bottleneck adapters"}
@@ -14,7 +15,21 @@ def trained_parameters(method) -> int:
     return sum(int(variable.shape.num_elements()) for variable in method.delta_variables())
 
 
-def _usage(method, base_model: str, name: str) -> List[str]:
+def _base_line(base_model: str, record: dict) -> List[str]:
+    """How the snippet builds the base: a classifier's with its head's labels (the base's config has none: PEFT
+    loads the trained head into a head of that shape), any other as its task's class."""
+    head = recorded_head_settings(record)
+    if not head:
+        return ["from transformers import AutoModel", "",
+                f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task']
+    auto_class = "AutoModelFor" + record["architecture"].split("For", 1)[1]
+    arguments = [f"num_labels={len(head['id2label'])}", *(f"{name}={value!r}" for name, value in head.items())]
+    return [f"from transformers import {auto_class}", "",
+            "# the base has no head for these labels: build it with them, and PEFT loads the trained head into it",
+            f'base = {auto_class}.from_pretrained(\n    "{base_model}", {", ".join(arguments)})']
+
+
+def _usage(method, base_model: str, name: str, record: dict) -> List[str]:
     if method.name == "adapter":
         return ["## Use it", "", "With AdapterHub's `adapters` (transformers 4.57, PyTorch):", "", "```python",
                 "import adapters", "from transformers import AutoModelForSeq2SeqLM", "",
@@ -23,15 +38,13 @@ def _usage(method, base_model: str, name: str) -> List[str]:
                 "(`use_safetensors=True`: the folder holds `adapter.safetensors`, which `adapters` reads only when "
                 "asked to.)"]
     return ["## Use it", "", "With PEFT (PyTorch):", "", "```python", "from peft import PeftModel",
-            "from transformers import AutoModel", "",
-            f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task',
-            f'model = PeftModel.from_pretrained(base, "{name}")', "```", "",
+            *_base_line(base_model, record), f'model = PeftModel.from_pretrained(base, "{name}")', "```", "",
             f"or with mlm_tpu: `mlm-tpu predict ... --model {name}` (the base model is read from "
             "`base_model_name_or_path`; `--base-model` overrides it), `mlm-tpu export --merge`"
             + (" folds it into a full model." if method.name in ("lora", "ia3") else ".")]
 
 
-def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: bool) -> str:
+def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: bool, record: dict) -> str:
     from huggingface_hub import ModelCard, ModelCardData
 
     library = "adapter-transformers" if method.name == "adapter" else "peft"
@@ -43,7 +56,8 @@ def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: 
              "with mlm_tpu on TensorFlow: the base model's weights stayed frozen.", "", "## How it was made", "",
              f"- **Base model**: {base_model} ({facts.architecture})",
              f"- **Method**: {METHOD_NAMES[method.name]}: {trained:,} trained parameters, {trained / total:.3%} of "
-             f"{total:,}"]
+             f"{total:,}" + (f", the new head's included (saved whole, PEFT's modules_to_save: "
+                             f"{', '.join(record['modules_to_save'])})" if record.get("modules_to_save") else "")]
     if facts.steps:
         lines.append(f"- **Training**: {facts.steps:,} steps" + (f" (epoch {facts.epoch} saved)" if facts.epoch
                                                                    else ""))
@@ -53,13 +67,15 @@ def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: 
                   "| " + " | ".join(f"{value:.4f}" for value in facts.validation.values()) + " |"]
     if has_loss_plot:
         lines += ["", "## Loss", "", f"![training and validation loss]({LOSS_PLOT})"]
-    body = "\n".join(lines + [""] + _usage(method, base_model, name)) + "\n"
+    body = "\n".join(lines + [""] + _usage(method, base_model, name, record)) + "\n"
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content
 
 
 def write_adapter_card(folder: str, method, facts, base_model: str, name: str, has_loss_plot: bool) -> None:
-    """README.md, atomically and recorded in the folder's record (mlm_tpu/output_dir.py)."""
+    """README.md, atomically and recorded in the folder's record (mlm_tpu/output_dir.py); what the adapter is for
+    comes from the folder's mlm_tpu_delta.json."""
+    from mlm_tpu.delta.folder import read_delta_record
     from mlm_tpu.output_dir import write_file
 
-    write_file(os.path.join(folder, "README.md"),
-               adapter_card_text(method, facts, base_model, name, has_loss_plot).encode())
+    write_file(os.path.join(folder, "README.md"), adapter_card_text(method, facts, base_model, name, has_loss_plot,
+                                                                    read_delta_record(folder)).encode())

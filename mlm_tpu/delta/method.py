@@ -3,15 +3,18 @@
 A method wraps layers of a built transformers TF model in place (`apply`), so the model's own
 `call`, `generate`, validation and prediction run through the delta unchanged; freezes every base
 weight, so `model.trainable_variables` are the delta's alone (and the optimizer holds state for
-them only); and names its weights as PEFT (or AdapterHub) saves them (`state_dict`).
+them only); and names its weights as PEFT (or AdapterHub) saves them (`state_dict`). LoRA and IA3
+also train and save whole the modules PEFT's `modules_to_save` names (a classifier's new head:
+modules_to_save.py).
 """
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import tf_keras as keras
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.delta.modules_to_save import load_saved_state_dict, saved_layers, saved_state_dict
 from mlm_tpu.delta.targets import dense_layers, walk
 
 
@@ -25,10 +28,13 @@ class DeltaMethod:
     no_weight_decay: Tuple[str, ...] = ()  # its weights (names) AdamW must not pull toward 0, as PEFT's recipes
     why_not_packed = ""  # why --pack's rows could not score as their examples alone do, where they could not
     config_file = "adapter_config.json"
+    trains_heads = False  # whether it can train a classifier's new head beside the delta (PEFT's modules_to_save)
 
     def __init__(self, settings):
         self.settings = settings  # the method's config dataclass (its config.py)
+        self.modules_to_save: Tuple[str, ...] = ()  # PEFT's names of the modules that train and save whole
         self.delta_layers: List[keras.layers.Layer] = []
+        self.saved_layers: List[keras.layers.Layer] = []  # the layers of modules_to_save, once applied
         self.places: List[tuple] = []  # (parent, attribute, wrapper) of each base layer a wrapper replaced
 
     @classmethod
@@ -37,13 +43,17 @@ class DeltaMethod:
         return cls(cls.settings_class.of(config))
 
     @classmethod
-    def from_record(cls, settings: dict) -> "DeltaMethod":
+    def from_record(cls, settings: dict, modules_to_save: Sequence[str] = ()) -> "DeltaMethod":
         """The method with the settings an adapter folder records (mlm_tpu_delta.json)."""
-        return cls(cls.settings_class(**{name: tuple(value) if isinstance(value, list) else value
-                                     for name, value in settings.items()}))
+        method = cls(cls.settings_class(**{name: tuple(value) if isinstance(value, list) else value
+                                           for name, value in settings.items()}))
+        method.modules_to_save = tuple(modules_to_save)
+        return method
 
     def check_model(self, model) -> None:
-        model_type = model.config.model_type
+        self.check_model_type(model.config.model_type)
+
+    def check_model_type(self, model_type: str) -> None:
         if model_type not in self.supported_model_types:
             raise UserError(f"--delta {self.name} does not support {model_type} models (only "
                             f"{', '.join(self.supported_model_types)}); give another --model-name-or-path or --delta")
@@ -78,7 +88,9 @@ class DeltaMethod:
         self.places, self.delta_layers = [], []
 
     def delta_variables(self) -> list:
-        return [variable for layer in self.delta_layers for variable in layer.delta_weights]
+        """What trains: the delta's weights, and those of the modules saved whole."""
+        return ([variable for layer in self.delta_layers for variable in layer.delta_weights] +
+                [variable for layer in self.saved_layers for variable in layer.weights])
 
 
 class WrapsDenseLayers(DeltaMethod):
@@ -86,6 +98,7 @@ class WrapsDenseLayers(DeltaMethod):
     can be folded into their kernels."""
 
     mergeable = True
+    trains_heads = True
     targets_flag: str  # the flag that names the targets, for the message when they match nothing
 
     def __init__(self, settings):
@@ -98,13 +111,29 @@ class WrapsDenseLayers(DeltaMethod):
     def apply(self, model) -> None:
         self.check_model(model)
         targets = self.settings.targets_for(model.config.model_type)
-        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag):
+        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag,
+                                                             self.modules_to_save):
             wrapped = self.wrap(model, dense, module)
             setattr(parent, attribute, wrapped)
             self.places.append((parent, attribute, wrapped))
             self.modules[module] = wrapped
         self.delta_layers = list(self.modules.values())
-        freeze_base(model, self.delta_layers)
+        self.saved_layers = saved_layers(model, self.modules_to_save)
+        freeze_base(model, self.delta_layers + self.saved_layers)
+
+    def delta_state_dict(self, model) -> Dict[str, np.ndarray]:
+        """The wrappers' weights under PEFT's names."""
+        raise NotImplementedError
+
+    def load_delta_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def state_dict(self, model) -> Dict[str, np.ndarray]:
+        return {**self.delta_state_dict(model), **saved_state_dict(self.saved_layers)}
+
+    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+        self.load_delta_state_dict(model, state)
+        load_saved_state_dict(self.saved_layers, state)
 
 
 def freeze_base(model, delta_layers) -> None:

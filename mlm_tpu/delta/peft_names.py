@@ -1,12 +1,24 @@
 """What PEFT calls things: the prefix of every key it saves, and the task_type a model's adapter needs."""
 
+from typing import Optional
+
 PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transformers model
+HEAD_TASK_TYPES = {"ForSequenceClassification": "SEQ_CLS", "ForTokenClassification": "TOKEN_CLS"}
 
 
-def task_type(model, method: str) -> str:
-    """SEQ_2_SEQ_LM for T5; for RoBERTa, FEATURE_EXTRACTION where the method adds tokens (prompt and prefix
-    tuning are applied only for these types, silently skipped for others), else no task type (the masked LM
-    loads as it is)."""
+def head_task_type(class_name: str) -> Optional[str]:
+    """PEFT's task type of a classifier class (TFAutoModelForSequenceClassification, TFBertForTokenClassification):
+    the types whose PeftModel saves the new head whole beside the delta; None for other classes."""
+    return next((task_type for suffix, task_type in HEAD_TASK_TYPES.items() if class_name.endswith(suffix)), None)
+
+
+def task_type(model, method: str) -> Optional[str]:
+    """SEQ_2_SEQ_LM for T5; SEQ_CLS or TOKEN_CLS for an encoder's classifier; for a RoBERTa masked LM,
+    FEATURE_EXTRACTION where the method adds tokens (prompt and prefix tuning are applied only for these types,
+    silently skipped for others), else no task type (the masked LM loads as it is)."""
     if model.config.model_type == "t5":
         return "SEQ_2_SEQ_LM"
+    head = head_task_type(type(model).__name__)
+    if head:
+        return head
     return "FEATURE_EXTRACTION" if method in ("prompt", "prefix") else None

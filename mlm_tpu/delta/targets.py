@@ -2,6 +2,7 @@
 layer (transformers' own TF -> PyTorch name mapping of its weights), matched as PEFT matches `target_modules`:
 the whole name, or its end after a dot (`q` matches `encoder.block.0.layer.0.SelfAttention.q`)."""
 
+import re
 from typing import Iterator, List, Sequence, Tuple
 
 import tf_keras as keras
@@ -21,6 +22,11 @@ def pytorch_module_name(layer: keras.layers.Layer) -> str:
 def matches(module: str, targets: Sequence[str]) -> bool:
     """PEFT's rule (`check_target_module_exists` with a list)."""
     return module in targets or any(module.endswith(f".{target}") for target in targets)
+
+
+def under(module: str, modules: Sequence[str]) -> bool:
+    """PEFT's rule for modules_to_save (`check_target_module_exists`): the module is one of `modules`, or in one."""
+    return any(re.match(rf"(^|.*\.){re.escape(name)}($|\..*)", module) for name in modules)
 
 
 def child_layers(layer) -> Iterator[Tuple[object, str, object]]:
@@ -47,13 +53,17 @@ def walk(layer, seen=None) -> Iterator[Tuple[object, str, object]]:
             yield from walk(child, seen)
 
 
-def dense_layers(model, targets: Sequence[str], flag: str) -> List[Tuple[object, str, keras.layers.Dense, str]]:
-    """(parent, attribute, Dense, PEFT module name) of each Dense layer matching `targets`; refuses targets that
-    match nothing, naming the modules there are."""
+def dense_layers(model, targets: Sequence[str], flag: str,
+                 saved_whole: Sequence[str] = ()) -> List[Tuple[object, str, keras.layers.Dense, str]]:
+    """(parent, attribute, Dense, PEFT module name) of each Dense layer matching `targets`, none in or under the
+    modules `saved_whole` names (PEFT's modules_to_save, which it never wraps); refuses targets that match nothing,
+    naming the modules there are."""
     found, names = [], []
     for parent, attribute, layer in walk(model):
         if isinstance(layer, keras.layers.Dense) and attribute is not None and layer.weights:
             module = pytorch_module_name(layer)
+            if under(module, saved_whole):
+                continue
             names.append(module)
             if matches(module, targets):
                 found.append((parent, attribute, layer, module))

@@ -1,5 +1,6 @@
-"""A task plug-in with a delta: the product line's task (masked LM, T5 classification or generation) runs as it
-is, on a pretrained model whose weights stay frozen, and what trains and is saved is the delta alone."""
+"""A task plug-in with a delta: the product line's task (masked LM, T5 classification or generation, an encoder's
+sequence or token classification) runs as it is, on a pretrained model whose weights stay frozen, and what trains
+and is saved is the delta alone, with a classifier's new head beside it (PEFT's modules_to_save)."""
 
 import dataclasses
 import os
@@ -7,16 +8,20 @@ from typing import Optional
 
 from mlm_tpu.console import log
 from mlm_tpu.delta import method_class
+from mlm_tpu.delta.modules_to_save import HEAD_MODULES, modules_to_save
+from mlm_tpu.delta.peft_names import head_task_type
 from mlm_tpu.errors import UserError
 
 
 def longest_input(model_config) -> Optional[int]:
-    """The most tokens the model takes: RoBERTa's learned positions (numbered from its padding index + 1); None for
-    T5, whose relative attention takes any length, as it does without a delta."""
-    if model_config.model_type == "t5":
-        return None
+    """The most tokens the model takes: its learned positions (RoBERTa's numbered from its padding index + 1); None
+    for T5, whose relative attention takes any length, as it does without a delta."""
+    from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
+
     positions = getattr(model_config, "max_position_embeddings", None)
-    return positions - 2 if positions else None
+    if model_config.model_type == "t5" or not positions:
+        return None
+    return positions - 2 if model_config.model_type in TF_POSITION_PADDING_IDX else positions
 
 
 class DeltaTask:
@@ -54,7 +59,14 @@ class DeltaTask:
         if config.pack and self.method.why_not_packed:
             raise UserError(f"--pack cannot run --delta {config.delta}: {self.method.why_not_packed}; drop --pack, or "
                             "choose another --delta")
+        if head_task_type(self.task.model_class.__name__) and not self.method.trains_heads:
+            raise UserError(f"--task {config.task} delta-tunes an encoder with --delta lora or ia3 (which train its "
+                            f"new head too); --delta {config.delta} is for T5 here")
         self.task.check(self._config_for_task(config))
+
+    def check_base(self, base_config, where: str) -> None:
+        self.task.check_base(base_config, where)
+        self.method.check_model_type(base_config.model_type)
 
     def build_model(self, config, tokenizer, train):
         if self._takes_pretrained_weights():
@@ -66,11 +78,14 @@ class DeltaTask:
         model.build_in_name_scope()
         self.method.check_model(model)
         self._check_length(model, train.length, config)
+        self.method.modules_to_save = modules_to_save(model, self.task.new_weights)
         self.method.apply(model)
         trainable = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
         total = trainable + sum(int(v.shape.num_elements()) for v in model.non_trainable_variables)
+        whole = [module for module in self.method.modules_to_save if module not in HEAD_MODULES] + ["the head"]
         log(f"Delta-tuning with {self.method.name}: {trainable:,} of {total:,} parameters train "
-            f"({trainable / total:.3%}); the {total - trainable:,} of {config.model_name_or_path} stay frozen")
+            f"({trainable / total:.3%}{', ' + ' and '.join(whole) + ' included' if self.method.saved_layers else ''}"
+            f"); the {total - trainable:,} of {config.model_name_or_path} stay frozen")
         return model
 
     def _check_length(self, model, length: int, config) -> None:

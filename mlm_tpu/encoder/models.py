@@ -99,8 +99,8 @@ def model_inputs(model_config, tokenizer) -> List[str]:
 
 
 def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str = "--model-name-or-path"):
-    """The pretrained encoder with a head for `labels`: the base's own weights, a new head where it has none (or one
-    of other labels); the log says which."""
+    """(model, the PyTorch names of its new weights): the pretrained encoder with a head for `labels`, the base's own
+    weights, a new head where it has none (or one of other labels); the log says which."""
     from transformers import AutoConfig
 
     from mlm_tpu.model_folder.loading import load_with_new_head
@@ -111,11 +111,12 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     model, new_weights = load_with_new_head(name_or_path, head_class, config, flag)
     base = (base_config.architectures or [base_config.model_type])[0]
     if new_weights:
+        modules = sorted({name.rsplit(".", 1)[0] for name in new_weights})
         log(f"Loaded the encoder of {name_or_path} ({base}); a new head is initialised for "
-            f"{labels.count} output{'s' * (labels.count != 1)}: {', '.join(sorted(new_weights))}")
+            f"{labels.count} output{'s' * (labels.count != 1)}: {', '.join(modules)}")
     else:
         log(f"Loaded {name_or_path} ({base}) with its head, which has as many outputs already")
-    return model
+    return model, new_weights
 
 
 def saved_config(name_or_path: str, flag: str):

@@ -44,14 +44,21 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
     from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, task_settings
 
     suffix, task = HEADS[pipeline]
-    saved = saved_config(config.model, "--model") if load is None else None  # (an adapter's plug-in checks its own)
-    architecture = (saved.architectures or [saved.model_type])[0] if saved else suffix
-    if not architecture.endswith(suffix):
-        raise UserError(f"--model {config.model} is a {architecture}, not a {task.replace('-', ' ')} model; train one "
-                        f"with `python train.py --task {task} --model-name-or-path {config.model} ...`")
+
+    def check(architecture: str) -> None:
+        if not architecture.endswith(suffix):
+            other = next((name for name, (ending, _) in HEADS.items() if architecture.endswith(ending)), None)
+            fix = (f"run it with `predict {other}`" if other else
+                   f"train one with `python train.py --task {task} --model-name-or-path {config.model} ...`")
+            raise UserError(f"--model {config.model} is a {architecture}, not a {task.replace('-', ' ')} model; {fix}")
+
+    saved = saved_config(config.model, "--model") if load is None else None  # (an adapter: checked once loaded)
+    if saved:
+        check((saved.architectures or [saved.model_type])[0])
     head = TFAutoModelForSequenceClassification if task == "sequence-classification" else \
         TFAutoModelForTokenClassification
     model, tokenizer = (load or load_pretrained)(config.model, head)
+    check(type(model).__name__.removeprefix("TF"))
     return model, tokenizer, task_settings(model.config, ENCODER_PARAMS) or {}
 
 

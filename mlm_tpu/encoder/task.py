@@ -129,7 +129,7 @@ class EncoderTask(Task):
 
     def build_model(self, config, tokenizer, train: ShardSet):
         if config.model_name_or_path:
-            model = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels)
+            model, self.new_weights = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels)
             if len(tokenizer) > model.config.vocab_size:
                 raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                                 f"{model.config.vocab_size} embeddings; shard with the model's own tokenizer")

@@ -1,22 +1,28 @@
 """`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe.
 
 The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data;
+the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
 validation reports the masked-LM loss over every masked token, its perplexity, and the share of
-masked tokens predicted right; the output folder holds the model of the last epoch.
+masked tokens predicted right, with the dense head on masks made as always, so its figures compare across runs;
+the output folder holds the model of the last epoch.
 """
 
 from typing import Callable, Dict, Optional
 
 from transformers import TFAutoModelForMaskedLM
 
-from mlm_tpu.errors import UserError
+from mlm_tpu.console import log
+from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.mlm.masking import MlmMasker
+from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS, default_slots
+from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for, longest_input
 from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
+from mlm_tpu.training.flops import ExampleCost, masked_lm_cost
 from mlm_tpu.training.task import Task, Validation, tokenizer_source
 
 DEFAULT_MLM_PROBABILITY = 0.15
@@ -31,6 +37,13 @@ class MaskedLmTask(Task):
     def __init__(self, name: str):
         super().__init__(name)
         self.mlm_probability = DEFAULT_MLM_PROBABILITY
+        self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
+
+    def check(self, config) -> None:
+        super().check(config)
+        if config.dense_mlm_head and config.max_predictions_per_seq:
+            raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "
+                            "predicts at every position: drop one of --dense-mlm-head and --max-predictions-per-seq")
 
     def load_tokenizer(self, config):
         source = tokenizer_source(config)  # with --delta, the base model's own when --tokenizer is not given
@@ -46,6 +59,15 @@ class MaskedLmTask(Task):
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
+        if config.dense_mlm_head:
+            log("Masked-LM head: dense, at every position (--dense-mlm-head)")
+            return
+        given = config.max_predictions_per_seq
+        self.prediction_slots = min(given or default_slots(self.mlm_probability, train.length), train.length)
+        why = ("--max-predictions-per-seq" if given else
+               f"enough for all but 1e-6 of rows at --mlm-probability {self.mlm_probability:g}")
+        log(f"Masked-LM head: sparse, at {self.prediction_slots} of the {train.length} positions of each row ({why}); "
+            "a row's masks beyond them are left unmasked")
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
@@ -57,15 +79,36 @@ class MaskedLmTask(Task):
 
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
         self.mlm_probability = config.mlm_probability or DEFAULT_MLM_PROBABILITY
+        self.prediction_slots = default_slots(self.mlm_probability, shards.length)  # as training makes them
         _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
 
     def build_model(self, config, tokenizer, train: ShardSet):
-        return TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
-                                                             train.length, config.config_overrides))
+        model = TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
+                                                              train.length, config.config_overrides))
+        if self.prediction_slots is not None:
+            try:
+                encoder_and_head(model)
+            except ValueError as error:
+                raise UserError(f"--model-config {config.model_config or DEFAULT_PRESET}: {reason_of(error)}; train "
+                                "it with --dense-mlm-head") from None
+        return model
+
+    def training_outputs(self, model, batch: Dict, training: bool):
+        if MASKED_POSITIONS in batch:
+            return sparse_outputs(model, batch, training)
+        return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
-        probability = self.mlm_probability
-        return lambda seed: MlmMasker(tokenizer, probability, seed)
+        probability, slots = self.mlm_probability, self.prediction_slots
+        return lambda seed: MlmMasker(tokenizer, probability, seed, slots)
+
+    def example_cost(self, model, shards: ShardSet) -> ExampleCost:
+        return masked_lm_cost(model.config, shards.length, self.prediction_slots or shards.length)
+
+    def describe_left_out(self, count: int) -> str:
+        return (f"{count:,} masked positions found no prediction slot in their rows and were left unmasked: this "
+                f"epoch trained on that many fewer targets than the dense head would; raise "
+                f"--max-predictions-per-seq (now {self.prediction_slots}) to keep them")
 
     def card_words(self, model, tokenizer) -> CardWords:
         # the tokenizer's own mask token (the 🤗 TPU example's card wrote <mask> for a [MASK] tokenizer)
@@ -74,7 +117,9 @@ class MaskedLmTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        return TokenValidation(strategy, model, shards, per_replica_batch_size, self.make_transform(tokenizer), seed,
+        probability = self.mlm_probability
+        return TokenValidation(strategy, model, shards, per_replica_batch_size,
+                               lambda seed: MlmMasker(tokenizer, probability, seed), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
 
 

@@ -100,8 +100,8 @@ def _check_tensorflow_weights(folder: str, flag: str) -> None:
 def load_with_new_head(name_or_path: str, model_class, config, flag: str):
     """`model_class` with `config` (the saved model's, with other settings of its head), its weights read from the
     folder (TensorFlow or PyTorch layout) or Hub name; the weights it lacks, or holds in other shapes (a head of
-    other labels), are new. Returns (model, the names of the new weights); a missing weight of the encoder itself
-    is one error line."""
+    other labels), are new. Returns (model, the PyTorch names of the new weights); a missing weight of the encoder
+    itself is one error line."""
     check_model_folder(name_or_path, flag)
     _check_tensorflow_weights(name_or_path, flag)
     try:
@@ -129,7 +129,22 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
     if encoder:
         raise UserError(f"{flag} {name_or_path} lacks {len(encoder)} weights of the {config.model_type} encoder "
                         f"({', '.join(sorted(encoder)[:3])}, ...); is it a checkpoint of this model?")
-    return model, sorted(set(missing) | mismatched)
+    return model, new_weight_names(model, set(missing) | mismatched)
+
+
+def new_weight_names(model, reported) -> list:
+    """The PyTorch names (`classifier.out_proj.weight`) of the model's weights transformers reported as not loaded:
+    by their PyTorch names (from a PyTorch checkpoint), or from tf_model.h5 by their TF names below the model's
+    scope (`bert/pooler/dense/bias:0`) or the layer holding them (`classifier`)."""
+    from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
+
+    new = set()
+    for variable in model.weights:
+        name, _ = pytorch_name_and_transpose(variable)
+        scoped = variable.name.split("/", 1)[-1]
+        if name in reported or any(scoped == key or scoped.startswith(f"{key}/") for key in reported):
+            new.add(name)
+    return sorted(new)
 
 
 def load_model(name_or_path: str, model_class, flag: str = "--model"):

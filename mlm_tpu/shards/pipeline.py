@@ -253,15 +253,49 @@ def host_training_batches(shards: ShardSet, layout: BatchLayout, host: int,
 
 def distributed_dataset(strategy: tf.distribute.Strategy, layout: BatchLayout,
                         host_dataset: Callable[[int], tf.data.Dataset]):
-    """Each machine's input pipeline (`dataset_fn`: once per worker or TPU host): `host_dataset(host)`, which reads
-    only that host's virtual pipelines' shards."""
+    """Each machine's input pipeline (once per worker or TPU host): `host_dataset(host)`, which reads only that host's
+    virtual pipelines' shards. Iterate it with `next_per_replica`."""
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        if context.num_input_pipelines != layout.hosts:
-            raise ValueError(f"{context.num_input_pipelines} input pipelines, but the layout has {layout.hosts}")
-        return host_dataset(context.input_pipeline_id)
+    def dataset_of(host: int, hosts: int) -> tf.data.Dataset:
+        if hosts != layout.hosts:
+            raise ValueError(f"{hosts} input pipelines, but the layout has {layout.hosts}")
+        return host_dataset(host)
 
-    return strategy.distribute_datasets_from_function(dataset_fn)
+    return _per_host(strategy, dataset_of)
+
+
+def _per_host(strategy: tf.distribute.Strategy, dataset_of: Callable[[int, int], tf.data.Dataset]):
+    """`dataset_of(host, hosts)` for this process' replicas. On TPUs, TensorFlow's distributed dataset: its
+    `dataset_fn` runs once per TPU host. Elsewhere this process' own dataset, without tf.data's autotuning:
+    TensorFlow 2.21's autotuning thread can hold up the deletion of an iterator (at the end of every run and
+    validation) for as long as its tuning period, up to a minute, and the iterators of a distributed dataset
+    (MultiDeviceIterator) make per-device iterators of their own that always autotune."""
+    if _on_tpu(strategy):
+        return strategy.distribute_datasets_from_function(
+            lambda context: dataset_of(context.input_pipeline_id, context.num_input_pipelines))
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset_of(_this_host(strategy), input_hosts(strategy)).with_options(options)
+
+
+def _on_tpu(strategy: tf.distribute.Strategy) -> bool:
+    return hasattr(strategy.extended, "num_hosts")
+
+
+def _this_host(strategy: tf.distribute.Strategy) -> int:
+    """Which machine's input pipeline this process runs: its first replica's id over the replicas per machine."""
+    replica_ids = strategy.experimental_distribute_values_from_function(
+        lambda context: context.replica_id_in_sync_group)
+    return strategy.experimental_local_results(replica_ids)[0] * input_hosts(strategy) // strategy.num_replicas_in_sync
+
+
+def next_per_replica(strategy: tf.distribute.Strategy, iterator):
+    """The next batch of each of this process' replicas from an iterator of `distributed_dataset` or
+    `distributed_evaluation_dataset` (in a tf.function or eagerly): consecutive elements of this machine's input
+    pipeline, one per replica, as TensorFlow's distributed iterators hand them out."""
+    if isinstance(iterator, tf.distribute.DistributedIterator):
+        return next(iterator)
+    return strategy.experimental_distribute_values_from_function(lambda context: next(iterator))
 
 
 def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, layout: BatchLayout,
@@ -300,10 +334,5 @@ def distributed_evaluation_dataset(strategy: tf.distribute.Strategy, shards: Sha
                                    make_transform: Callable[[int], Optional[Transform]], seed: int,
                                    vocab_size: Optional[int] = None):
     """One pipeline per host over its own files, every example once; see `evaluation_batches`."""
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        pipeline = context.input_pipeline_id
-        return evaluation_batches(shards.share(pipeline, context.num_input_pipelines), per_replica_batch_size,
-                                  make_transform(seed + pipeline), vocab_size)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
+    return _per_host(strategy, lambda host, hosts: evaluation_batches(
+        shards.share(host, hosts), per_replica_batch_size, make_transform(seed + host), vocab_size))

@@ -22,6 +22,7 @@ from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sen
                                          longest_inputs_within)
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
+from mlm_tpu.training.flops import ExampleCost, t5_cost
 from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
@@ -42,7 +43,8 @@ class SpanCorruptionTask(Task):
     shard_kind = SPAN_CORRUPTION
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability", "labels", "max_target_length", "max_new_tokens", "metric_for_best_model")
+    unused_settings = ("mlm_probability", "dense_mlm_head", "max_predictions_per_seq", "labels", "max_target_length",
+                       "max_new_tokens", "metric_for_best_model")
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -97,6 +99,9 @@ class SpanCorruptionTask(Task):
     def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
         lengths = self.lengths
         return lambda seed: SpanCorrupter.for_tokenizer(tokenizer, lengths, seed)
+
+    def example_cost(self, model, shards: ShardSet) -> ExampleCost:
+        return t5_cost(model.config, self.lengths.input_length, self.lengths.target_length)
 
     def card_words(self, model, tokenizer) -> CardWords:
         return t5_card_words("a T5 pretrained from scratch by span corruption, to be fine-tuned "

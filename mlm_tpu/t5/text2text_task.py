@@ -26,6 +26,7 @@ from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
 from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.training.evaluation import PredictionValidation
+from mlm_tpu.training.flops import ExampleCost, t5_cost
 from mlm_tpu.training.task import BestMetric, Task, Validation, run_tokenizer
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
@@ -61,7 +62,7 @@ class Text2TextTask(Task):
     shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = ("mlm_probability",)
+    unused_settings = ("mlm_probability", "dense_mlm_head", "max_predictions_per_seq")
     packs = True
 
     def __init__(self, name: str):
@@ -113,6 +114,9 @@ class Text2TextTask(Task):
 
     def build_model(self, config, tokenizer, train: ShardSet):
         return build_t5(config, tokenizer, self.settings)
+
+    def example_cost(self, model, shards: ShardSet) -> ExampleCost:
+        return t5_cost(model.config, shards.features["input_ids"], shards.features["labels"])
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:

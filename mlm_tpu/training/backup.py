@@ -66,8 +66,8 @@ def _prefix(folder: str, step: int) -> str:
     return os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")
 
 
-def _steps(folder: str) -> List[int]:
-    """The steps that have a step-N.json, newest first."""
+def backup_steps(folder: str) -> List[int]:
+    """The steps that have a step-N.json (written last: the backup is complete, if not checked), newest first."""
     names = os.listdir(folder) if os.path.isdir(folder) else []
     return sorted((int(found.group(1)) for found in map(STATE_FILE.match, names) if found), reverse=True)
 
@@ -84,8 +84,8 @@ def find_backup(folder: str) -> Optional[BackupRecord]:
         problems.append(f"the backup of step {incomplete} in {folder} is incomplete: its checkpoint is there but not "
                         f"{CHECKPOINT_NAME}-{incomplete}.json, which is written last (the run was stopped while "
                         "writing it, or the file was deleted)")
-    for step in _steps(folder):
-        record, problem = _check(folder, step)
+    for step in backup_steps(folder):
+        record, problem = check_backup(folder, step)
         if record is None:
             problems.append(problem)
             continue
@@ -104,12 +104,14 @@ def _incomplete_step(folder: str) -> Optional[int]:
     steps = [int(found.group(1)) for found in (re.match(rf"{CHECKPOINT_NAME}-(\d+)\.index$", name)
                                                for name in names) if found]
     newest = max(steps, default=None)
-    return newest if newest is not None and newest > max(_steps(folder), default=-1) else None
+    return newest if newest is not None and newest > max(backup_steps(folder), default=-1) else None
 
 
-def _check(folder: str, step: int):
-    """(record, None) for a backup that checks out, else (None, what is wrong with it)."""
+def check_backup(folder: str, step: int):
+    """(record, None) for the backup of `step` if it is there and checks out, else (None, what is wrong with it)."""
     state_path = f"{_prefix(folder, step)}.json"
+    if not os.path.isfile(state_path):
+        return None, f"there is no backup of step {step} in {folder} ({os.path.basename(state_path)} is missing)"
     try:
         payload = read_json(state_path, "the backup's state", "")
     except UserError:

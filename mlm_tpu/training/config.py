@@ -85,6 +85,10 @@ class TrainingConfig:
     mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
     # task settings
     mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
+    # mlm: the head at every position (not only the masked ones): the same loss, computed as before; free on resuming
+    dense_mlm_head: bool = setting(False, changes_result=False)
+    # mlm, the sparse head: prediction slots per row (None: enough for all but 1e-6 of rows, mlm/prediction_slots.py)
+    max_predictions_per_seq: Optional[int] = setting(None, low=1)
     labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
     max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
     metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
@@ -105,6 +109,8 @@ class TrainingConfig:
     jit_compile: Optional[bool] = setting(None, changes_result=False)
     backup_steps: Optional[int] = setting(None, low=1, changes_result=False)  # backup every N steps (None: epochs)
     logging_steps: Optional[int] = setting(None, low=1, changes_result=False)  # log the loss every N steps
+    # the peak TFLOP/s of each replica's device, for MFU in the logs (None: the table's, training/throughput.py)
+    peak_tflops: Optional[float] = setting(None, low=0, low_open=True, changes_result=False)
     hub_model_id: Optional[str] = setting(None, changes_result=False)  # push the output folder here each epoch
     # resume even where a setting that decides the result differs from the backup's (recorded in training_args.json)
     allow_changed_settings: bool = setting(False, changes_result=False)

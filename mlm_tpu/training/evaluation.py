@@ -18,7 +18,7 @@ from mlm_tpu.configuration import check_ranges
 from mlm_tpu.console import log, progress
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.pipeline import distributed_evaluation_dataset, evaluation_steps, reading_errors
+from mlm_tpu.shards.pipeline import distributed_evaluation_dataset, evaluation_steps, next_per_replica, reading_errors
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import EvaluationConfig
 from mlm_tpu.training.hardware import describe
@@ -43,7 +43,7 @@ class ShardRunner:
 
         @tf.function
         def step(iterator) -> Dict[str, tf.Tensor]:
-            outputs = strategy.run(on_replica, args=(next(iterator),))
+            outputs = strategy.run(on_replica, args=(next_per_replica(strategy, iterator),))
             if gather:
                 return {name: strategy.gather(value, axis=0) for name, value in outputs.items()}
             return {name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)

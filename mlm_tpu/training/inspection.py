@@ -16,6 +16,8 @@ from mlm_tpu.shards.format import ENCODER_KINDS, IGNORE_INDEX
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
     from mlm_tpu.training.task import Task
 
+TOKEN_FEATURES = ("input_ids", "labels")  # shown as text too
+
 
 @dataclass
 class InspectionConfig:
@@ -31,7 +33,8 @@ class InspectionConfig:
 def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
     task that trains on the split (`plug_in_of_split(kind)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split);
-    labels show only the positions that take a loss."""
+    labels show only the positions that take a loss; features that are not tokens (the sparse masked-LM head's
+    masked_lm_positions, targets_left_out) have ids and no text."""
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import check_tokenizer, find_shards
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -53,10 +56,12 @@ def examples_as_fed(config: InspectionConfig, plug_in_of_split: Callable[[str], 
             ids = values[row].numpy().tolist()  # ints; a regression's scores stay floats
             if name == "labels":
                 ids = [value for value in ids if value != IGNORE_INDEX]
-            if name in ("input_ids", "labels") and not (name == "labels" and shards.kind in ENCODER_KINDS):
+            if name in TOKEN_FEATURES and not (name == "labels" and shards.kind in ENCODER_KINDS):
                 example[name] = {"ids": ids, "text": tokenizer.decode(ids, skip_special_tokens=False)}
-            elif name != "attention_mask":  # token types; an encoder's labels, by name when they have names
-                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names and name == "labels"
-                                                              else str(value) for value in ids)}
+            elif name == "labels":  # an encoder's labels, by name when they have names
+                example[name] = {"ids": ids, "text": " ".join(label_names[value] if label_names else str(value)
+                                                              for value in ids)}
+            elif name != "attention_mask":  # token types, the sparse head's positions: numbers
+                example[name] = {"ids": ids}
         examples.append(example)
     return examples

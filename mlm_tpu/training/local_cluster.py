@@ -1,15 +1,17 @@
 """N worker processes of one training run on this machine, each with its TF_CONFIG, as a cluster would start them:
 how to try multi-worker training without a cluster (`mlm-tpu launch`), and how the tests run it.
 
-Each worker's output lines come out prefixed with its index. Ctrl-C and SIGTERM are passed on to every
-worker (they save a backup at the same step and stop); a second one kills them. When a worker fails, the
-others stop on their own within seconds (the coordination service's heartbeat) and are killed if they
-have not after GRACE_SECONDS; the launcher then exits non-zero with one line naming the first worker that
-failed and its own last line.
+Each worker's output lines come out prefixed with its index. Ctrl-C, SIGTERM and SIGHUP (a closed terminal or
+dropped ssh session) are passed on to every worker (as SIGTERM for SIGHUP: they save a backup at the same step and
+stop); a second one kills them. No worker outlives the launcher: one whose launcher is gone, even killed by SIGKILL,
+stops as SIGTERM would make it (`follow_launcher`). When a worker fails, the others stop on their own within seconds
+(the coordination service's heartbeat) and are killed if they have not after GRACE_SECONDS; the launcher then exits
+non-zero with one line: the first failing worker's own `error:` line where it printed one, else the way it ended.
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,8 +23,15 @@ from typing import List, Optional, Sequence
 
 from mlm_tpu.errors import STOPPED_EXIT_CODE, UserError
 
-GRACE_SECONDS = 60.0  # how long the others may take to stop after a worker failed
+GRACE_SECONDS = 60.0  # how long the others may take to stop after a worker failed (or a worker its launcher died)
 HOST = "localhost"
+LAUNCHER_PID = "MLM_TPU_LAUNCHER_PID"  # set in each worker's environment: the process it must not outlive
+WATCHER = "mlm-tpu-launcher-watch"
+WATCH_SECONDS = 0.5
+# what a worker ends with: our `error:` and `stopped:` lines, and argparse's `<prog>: error: ...` for a bad flag
+LAST_LINE = re.compile(r"(?:[^:\s][^:]*: )?(error|stopped): (.*)")
+# A worker that stops because another failed quotes that one's error; it may exit before the one it quotes.
+QUOTED = re.compile(r"error: worker (\d+) \([^)]*\) failed, so .+? stops too: (.*)")
 
 
 def free_ports(count: int) -> List[int]:
@@ -81,7 +90,8 @@ class LocalCluster:
 
     def start(self) -> None:
         for index in range(len(self.ports)):
-            env = {**os.environ, "TF_CONFIG": tf_config(self.ports, index), "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, "TF_CONFIG": tf_config(self.ports, index), "PYTHONUNBUFFERED": "1",
+                   LAUNCHER_PID: str(os.getpid())}
             popen = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, text=True, errors="replace")
             process = _Process(index, popen)
@@ -90,26 +100,36 @@ class LocalCluster:
                 relay.start()
                 process.relays.append(relay)
             self.processes.append(process)
-            with self.lock:
-                print(f"Worker {index}: process {popen.pid}, TF_CONFIG task {index} at {HOST}:{self.ports[index]}",
-                      file=sys.stderr, flush=True)
+            self._say(sys.stderr, f"Worker {index}: process {popen.pid}, TF_CONFIG task {index} at "
+                                  f"{HOST}:{self.ports[index]}\n")
+
+    def _say(self, out, text: str) -> None:
+        """Write to the launcher's terminal; once it is gone (SIGHUP), the workers' output is dropped, but still
+        read, so that no worker blocks writing to a full pipe."""
+        with self.lock:
+            try:
+                out.write(text)
+                out.flush()
+            except OSError:
+                pass
 
     def _relay(self, process: _Process, stream, out) -> None:
         for line in stream:
-            if line.startswith(("error:", "stopped:")):
-                process.last_line = line.strip()
-            with self.lock:
-                out.write(f"[worker {process.index}] {line}")
-                out.flush()
+            found = LAST_LINE.fullmatch(line.strip())
+            if found:
+                process.last_line = f"{found.group(1)}: {found.group(2)}"
+            self._say(out, f"[worker {process.index}] {line}")
 
     def pass_on(self, number: int, frame=None) -> None:
-        """A signal to the launcher goes to every worker still running; a second one kills them."""
+        """A signal to the launcher goes to every worker still running (SIGHUP as SIGTERM: a worker stops with a
+        backup); a second one kills them."""
         name = signal.Signals(number).name
         self.signals.append(name)
         kill = len(self.signals) > 1
         for process in self.processes:
             if process.popen.poll() is None:
-                process.popen.send_signal(signal.SIGKILL if kill else number)
+                process.popen.send_signal(signal.SIGKILL if kill else signal.SIGTERM if number == signal.SIGHUP
+                                          else number)
 
     def wait(self) -> int:
         """Wait for every worker; the exit code, with one line if any worker failed."""
@@ -135,11 +155,17 @@ class LocalCluster:
         if failed is None:
             return 0
         if all(code == STOPPED_EXIT_CODE for code in codes):
-            print(f"stopped: every worker saved a backup at the same step and stopped "
-                  f"({self._words(failed)}); run the same command again to continue", file=sys.stderr)
+            self._say(sys.stderr, f"stopped: every worker saved a backup at the same step and stopped "
+                                  f"({self._words(failed)}); run the same command again to continue\n")
             return STOPPED_EXIT_CODE
-        print(f"error: worker {failed.index} failed first ({self._words(failed)})"
-              f"{'; the others stopped with it' if len(self.processes) > 1 else ''}", file=sys.stderr)
+        others = "; the others stopped with it" if len(self.processes) > 1 else ""
+        quoted = QUOTED.fullmatch(failed.last_line)
+        if quoted:  # it exited first, but only passed on the error of the worker it names
+            self._say(sys.stderr, f"error: {quoted.group(2)} (worker {quoted.group(1)}, the first to fail{others})\n")
+        elif failed.last_line.startswith("error:"):  # the worker's own words: a bad flag, a bad file, a value check
+            self._say(sys.stderr, f"{failed.last_line} (worker {failed.index}, the first to fail{others})\n")
+        else:
+            self._say(sys.stderr, f"error: worker {failed.index} failed first ({self._words(failed)}){others}\n")
         code = failed.popen.returncode
         return code if 0 < code < 128 and code != STOPPED_EXIT_CODE else 1
 
@@ -154,10 +180,33 @@ def launch(command: Sequence[str], workers: int, first_port: Optional[int] = Non
     """Run `command` as `workers` local workers of one cluster; the exit code (see the module's docstring)."""
     ports = check_ports(first_port, workers) if first_port else free_ports(workers)
     cluster = LocalCluster(command, ports)
-    previous = {number: signal.signal(number, cluster.pass_on) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = {number: signal.signal(number, cluster.pass_on)
+                for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         cluster.start()
         return cluster.wait()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def follow_launcher(environ=os.environ) -> None:
+    """In a worker `mlm-tpu launch` started: once the launcher is gone (killed, by SIGKILL too, where it could pass
+    nothing on), stop as SIGTERM makes a worker stop (every worker saves a backup at the same step), with the output
+    nobody reads any more going to /dev/null, and be killed if still running GRACE_SECONDS later. It watches from a
+    thread whether its parent is still the launcher, from the process' start on: TensorFlow offers no hook."""
+    launcher = environ.get(LAUNCHER_PID)
+    if not launcher or any(thread.name == WATCHER for thread in threading.enumerate()):
+        return
+    threading.Thread(target=_stop_without, args=(int(launcher),), name=WATCHER, daemon=True).start()
+
+
+def _stop_without(launcher: int) -> None:
+    while os.getppid() == launcher:
+        time.sleep(WATCH_SECONDS)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    for stream in (1, 2):  # the pipes to the launcher have no reader: writing there would fail
+        os.dup2(quiet, stream)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(GRACE_SECONDS)
+    os.kill(os.getpid(), signal.SIGKILL)

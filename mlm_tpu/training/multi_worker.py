@@ -5,13 +5,14 @@ cluster's tasks, `{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "
 (a "chief" task may come first). With more than one task, every task runs the same `train.py`
 command and the strategy all-reduces gradients over all of them. Worker 0 (the chief, when TF_CONFIG
 names one) is the one that writes: the backup, the model folder and its card, the TensorBoard logs,
-the Hub push. The others take part in every save, as the strategy needs, writing into a temporary
-folder of their own that they delete; they restore from the chief's backup, so the output folder must
-be storage every worker sees (a shared file system).
+the Hub push. The others take part in every backup, as the strategy needs, writing into a temporary
+folder of their own that they delete; they restore from the backup the chief chose, so the output
+folder must be storage every worker sees (a shared file system).
 
 What can go wrong is one line each: a malformed TF_CONFIG; a port already in use; a worker that
 never starts (the strategy's constructor would wait for it forever: here the wait is bounded and the
-missing worker named); a worker that cannot see the chief's output folder; a worker that dies mid-run
+missing worker named); a worker that cannot see the chief's output folder, or the backup it resumes
+from; a worker that fails (its own error line; the others stop at once, quoting it) or dies mid-run
 (the others learn it from the coordination service's heartbeat within ~10 s and stop). SIGTERM (what
 a preempted VM gets) to any worker makes every worker save a backup at the same step and stop.
 """
@@ -25,18 +26,25 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import Stopped, UserError
+from mlm_tpu.training.local_cluster import follow_launcher
 
 TF_CONFIG = "TF_CONFIG"
 COMMUNICATIONS = ("auto", "ring", "nccl")
 JOBS = ("chief", "worker")  # in TensorFlow's order of ids: the chief (if any) is worker 0
 EXAMPLE = '{"cluster": {"worker": ["host0:port", "host1:port"]}, "task": {"type": "worker", "index": 0}}'
 KEY_TIMEOUT_MS = 300_000  # how long a worker waits for the chief at the start (after the cluster formed)
+# how long a worker waits to see the backup the chief resumes from: a shared file system's cached metadata (NFS's
+# attribute cache, gcsfuse's stat cache: a minute by default) may show it an older view of the folder for a while
+BACKUP_WAIT_SECONDS = 120.0
+FAILED = "mlm_tpu worker failed: "  # what a worker's error, passed on by the coordination service, starts with
+REPORTED = re.compile(r"Error reported from /job:(\w+)/(?:replica:\d+/)?task:(\d+): " + re.escape(FAILED) + "(.*)")
 TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
 SCRATCH = "mlm-tpu-worker-"  # + index - pid - random: a non-chief's temporary folder
 
@@ -134,7 +142,9 @@ def _check_port_free(cluster: Cluster) -> None:
 
 def check_cluster(hardware) -> Optional[Cluster]:
     """The cluster TF_CONFIG names for training on `hardware` (a HardwareConfig), checked with this worker's port
-    and the flags that go with it, before TensorFlow loads; None for one process alone."""
+    and the flags that go with it, before TensorFlow loads; None for one process alone. A worker `mlm-tpu launch`
+    started begins to watch for the launcher's end here."""
+    follow_launcher()
     cluster = read_cluster() if hardware.tpu is None else None
     if cluster is None:
         return None
@@ -195,6 +205,7 @@ class Worker:
 
     cluster: Optional[Cluster] = None  # None: the only process
     scratch: Optional[str] = None  # a non-chief's temporary folder, deleted at the end
+    store: Any = None  # the coordination service's key-value store (TensorFlow's context unless one is given)
 
     @property
     def is_chief(self) -> bool:
@@ -220,6 +231,97 @@ class Worker:
         return _WorkerBackup(backup_class(folder, model, optimizer),
                              backup_class(os.path.join(self.folder(""), "backup"), model, optimizer))
 
+    def _store(self):
+        if self.store is None:
+            from tensorflow.python.eager import context
+
+            self.store = context.context()
+        return self.store
+
+    def agreed_backup(self, folder: str, wait_seconds: float = BACKUP_WAIT_SECONDS):
+        """The backup (a BackupRecord) every worker resumes from, None to start from scratch: the one the chief finds.
+        A shared file system may show another worker an older view of the folder, another backup or none, so the
+        chief publishes its choice and each other worker takes exactly that backup, waiting up to `wait_seconds`
+        to see it whole, or stops with one line; the chief hears from each before going on."""
+        from mlm_tpu.training.backup import check_backup, find_backup
+
+        if self.cluster is None:
+            return find_backup(folder)
+        store = self._store()
+        if self.is_chief:
+            try:
+                record = find_backup(folder)
+            except UserError as error:
+                store.set_config_key_value("mlm_tpu/backup_step", f"{FAILED}{error}")
+                raise
+            store.set_config_key_value("mlm_tpu/backup_step", str(record.step) if record else "none")
+            self._hear_from_others("backup_seen", lambda worker, seen: f"{worker} {seen}")
+            return record
+        chosen = store.get_config_key_value("mlm_tpu/backup_step", KEY_TIMEOUT_MS)
+        if chosen.startswith(FAILED):
+            raise UserError(f"{self.cluster.name(0)} failed, so {self.name} stops too: {chosen[len(FAILED):]}")
+        record, problem = None, None
+        if chosen != "none":
+            deadline = time.monotonic() + wait_seconds
+            record, problem = check_backup(folder, int(chosen))
+            if record is None:
+                log(f"{self.name} does not see the backup of step {chosen} that {self.cluster.name(0)} resumes from "
+                    f"({problem}): waiting up to {wait_seconds:g} s for the shared file system to show it")
+            while record is None and time.monotonic() < deadline:
+                time.sleep(min(1.0, wait_seconds / 10))
+                record, problem = check_backup(folder, int(chosen))
+        seen = "yes" if problem is None else (
+            f"cannot see the backup of step {chosen} that {self.cluster.name(0)} resumes from, even after "
+            f"{wait_seconds:g} s ({problem}): every worker must see the same files in --output-dir; if they are "
+            "on a shared file system that caches what it lists (an NFS attribute cache, gcsfuse's stat cache), "
+            "shorten its caching or start again once the backup shows on every machine")
+        self._tell_chief("backup_seen", seen)
+        if problem is not None:
+            raise UserError(f"{self.name} {seen}")
+        return record
+
+    def _hear_from_others(self, subject: str, problem) -> None:
+        """The chief waits for every other worker's word on `subject`; one that is not "yes" stops the run, in the
+        words `problem(worker's name, its word)`."""
+        for index in range(1, self.cluster.size):
+            seen = self._store().get_config_key_value(f"mlm_tpu/{subject}/{index}", KEY_TIMEOUT_MS)
+            if seen != "yes":
+                raise UserError(problem(self.cluster.name(index), seen))
+
+    def _tell_chief(self, subject: str, seen: str) -> None:
+        self._store().set_config_key_value(f"mlm_tpu/{subject}/{self.cluster.index}", seen)
+
+    def tell_others(self, error: UserError) -> None:
+        """Pass this worker's error to every other worker at once through the coordination service: the steps they
+        are in stop with it (else they would wait for this worker, then blame its silence)."""
+        import tensorflow as tf
+
+        if self.cluster is None:
+            return
+        try:
+            self._store().report_error_to_cluster(tf.errors.ABORTED, f"{FAILED}{error}")
+        except (tf.errors.OpError, ValueError):  # the service is gone (its chief stopped): they will hear anyway
+            pass
+
+    def why_others_stop(self, message: str, backup_folder: str) -> str:
+        """What to tell the user when a step failed because of another worker (TensorFlow's `message`)."""
+        from mlm_tpu.training.backup import backup_steps
+
+        cluster = self.cluster
+        reported = REPORTED.search(message)
+        if reported:
+            who = cluster.index_of(reported.group(1), int(reported.group(2)))
+            return (f"{cluster.name(who) if who is not None else 'another worker'} failed, so {self.name} stops too: "
+                    f"{reported.group(3)}")
+        named = [cluster.index_of(job, int(task)) for job, task in TASK.findall(message)]
+        others = [index for index in named if index is not None and index != cluster.index]
+        who = cluster.name(others[0]) if others else "another worker"
+        steps = backup_steps(backup_folder)
+        then = (f"the run resumes from its backup of step {steps[0]} in {backup_folder}" if steps else
+                "no backup was written yet, so the run starts over")
+        return (f"{who} stopped answering (killed, crashed or cut off), so {self.name} stops too; start every worker "
+                f"again with the same command: {then}")
+
     def clean_up(self) -> None:
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -230,9 +332,7 @@ class Worker:
         token; each other worker reads the file and says what it found; the chief names any that could not."""
         if self.cluster is None:
             return
-        from tensorflow.python.eager import context
-
-        service = context.context()
+        service = self._store()
         if self.is_chief:
             token = uuid.uuid4().hex
             path = os.path.join(output_dir, f".worker-check-{token}")
@@ -240,10 +340,7 @@ class Worker:
                 stream.write(token)
             try:
                 service.set_config_key_value("mlm_tpu/output_dir_token", token)
-                for index in range(1, self.cluster.size):
-                    seen = service.get_config_key_value(f"mlm_tpu/output_dir_seen/{index}", KEY_TIMEOUT_MS)
-                    if seen != "yes":
-                        raise UserError(_not_shared(self.cluster.name(index), output_dir, seen))
+                self._hear_from_others("output_dir_seen", lambda worker, seen: _not_shared(worker, output_dir, seen))
             finally:
                 os.remove(path)
             return
@@ -254,7 +351,7 @@ class Worker:
                 seen = "yes" if stream.read() == token else f"{path} holds something else"
         except OSError as error:
             seen = f"{path}: {error.strerror}"
-        service.set_config_key_value(f"mlm_tpu/output_dir_seen/{self.cluster.index}", seen)
+        self._tell_chief("output_dir_seen", seen)
         if seen != "yes":
             raise UserError(_not_shared(self.name, output_dir, seen))
 
@@ -360,21 +457,19 @@ class StopRequests:
 
 @contextlib.contextmanager
 def cluster_errors(worker: Worker, backup_folder: str) -> Iterator[None]:
-    """A worker that died or became unreachable, as one line naming it, instead of TensorFlow's pages."""
+    """A worker's own error passed on to the others; a worker that failed, died or became unreachable, as one line
+    naming it, instead of TensorFlow's pages."""
     import tensorflow as tf
 
     try:
         yield
+    except UserError as error:
+        worker.tell_others(error)
+        raise
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
             tf.errors.DeadlineExceededError) as error:
         if worker.cluster is None:
             raise
-        cluster = worker.cluster
-        named = [cluster.index_of(job, int(task)) for job, task in TASK.findall(error.message)]
-        others = [index for index in named if index is not None and index != cluster.index]
-        who = cluster.name(others[0]) if others else "another worker"
-        raise UserError(f"{who} stopped answering (killed, crashed or cut off), so {worker.name} stops too; start "
-                        f"every worker again with the same command: the run resumes from its last backup in "
-                        f"{backup_folder}") from None
+        raise UserError(worker.why_others_stop(error.message, backup_folder)) from None
     finally:
         worker.clean_up()

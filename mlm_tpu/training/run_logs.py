@@ -1,7 +1,9 @@
 """What a training run writes under <output-dir>/logs for TensorBoard, and reading it back (the loss plot).
 
 logs/train: `loss`, the mean training loss over each logging interval (--logging-steps, else each
-epoch), and the epoch's training accuracy, both at the optimizer step reached. logs/validation:
+epoch), and the epoch's training accuracy and speed (`examples_per_second`, `tokens_per_second`,
+`tokens_per_second_per_replica`, `model_tflops_per_second`, `mfu` where the device's peak is known:
+throughput.py; `targets_left_out` where a transform left some out), all at the optimizer step reached. logs/validation:
 each validation score (`loss`, `perplexity`, `accuracy`, ...) at the step of the epoch's end.
 Runs of mlm_tpu 0.2 (Keras' TensorBoard callback) wrote `batch_loss` (running means since the
 epoch began), `epoch_loss` per epoch index and `evaluation_loss_vs_iterations`; they are read too.

@@ -15,8 +15,12 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.flops import ExampleCost
 
 Scores = Dict[str, float]
+# a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
+# beyond its prediction slots); the trainer adds them up and the epoch's log line says how many (describe_left_out)
+TARGETS_LEFT_OUT = "targets_left_out"
 
 
 def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
@@ -71,6 +75,8 @@ class Task:
     unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
+    new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
+    # head): a delta-tuning run trains and saves them beside its delta
 
     def __init__(self, name: str):
         self.name = name
@@ -80,7 +86,8 @@ class Task:
         if config.task != self.name:
             raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
         for name in self.unused_settings:
-            if getattr(config, name) not in (None, ()):
+            value = getattr(config, name)
+            if not (value is None or value is False or value == ()):
                 raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
@@ -115,7 +122,8 @@ class Task:
         raise NotImplementedError
 
     def training_outputs(self, model, batch: Dict, training: bool):
-        """The model's outputs (.loss, .logits) on a training batch (packed rows too, for tasks that pack)."""
+        """The model's outputs (.loss, and .logits lined up with the batch's labels) on a training batch (packed rows
+        too, for tasks that pack; a masked LM's prediction slots)."""
         return model(**batch, training=training)
 
     def training_hits(self, logits, labels):
@@ -123,6 +131,15 @@ class Task:
         import tensorflow as tf
 
         return tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tf.cast(labels, tf.int32))
+
+    def example_cost(self, model, shards: ShardSet) -> Optional[ExampleCost]:
+        """The positions and model FLOPs of one training example of `shards` (training/flops.py), for tokens/s and
+        MFU in the logs (None: not counted)."""
+        return None
+
+    def describe_left_out(self, count: int) -> str:
+        """The epoch's log line on `count` targets its batches left out (their TARGETS_LEFT_OUT)."""
+        return f"{count:,} targets were left out of the loss"
 
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""

@@ -29,7 +29,7 @@ import tf_keras as keras
 import mlm_tpu
 from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, to_dict
-from mlm_tpu.console import log, progress
+from mlm_tpu.console import log, progress, warn
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
@@ -40,12 +40,12 @@ from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
                                     host_mixture_batches, members_of)
 from mlm_tpu.shards.packed_rows import packed_rows, steps_of
-from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, reading_errors,
-                                     steps_per_epoch)
+from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, next_per_replica,
+                                     reading_errors, steps_per_epoch)
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches
-from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
+from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
@@ -54,7 +54,8 @@ from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_o
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
-from mlm_tpu.training.task import Task
+from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task
+from mlm_tpu.training.throughput import Throughput, find_peak
 
 RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
 BEST_RECORD = "best_model.json"
@@ -78,6 +79,7 @@ class LoopState:
     epoch_steps: int = 0
     epoch_hits: float = 0.0  # scored positions predicted right, and scored positions, this epoch
     epoch_scored: float = 0.0
+    epoch_left_out: float = 0.0  # targets the batches' transform left out (TARGETS_LEFT_OUT), this epoch
     interval_loss: float = 0.0  # since the last logging step
     interval_steps: int = 0
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
@@ -186,8 +188,9 @@ def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, sha
 
 
 def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool = False, forward=None, hits=None):
-    """tf.function(iterator, n) running n optimizer steps; returns [n, 3]: each step's loss (the mean over every
-    scored position of the global batch), scored positions predicted right, and scored positions.
+    """tf.function(iterator, n) running n optimizer steps; returns [n, 4]: each step's loss (the mean over every
+    scored position of the global batch), scored positions predicted right, scored positions, and targets the batch's
+    transform left out (its TARGETS_LEFT_OUT feature, if any).
 
     The model's loss is the mean over its replica's scored positions; weighted by the replica's share of all
     scored positions, the replicas' losses add up to the global batch's mean, however many replicas share it.
@@ -207,8 +210,9 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
         guessed = hits(outputs.logits, batch["labels"]) if hits else tf.equal(
             tf.argmax(outputs.logits, axis=-1, output_type=tf.int32), labels)
         right = tf.logical_and(scored, guessed)
+        left_out = tf.cast(batch.get(TARGETS_LEFT_OUT, tf.zeros([])), tf.float32)
         return gradients, tf.stack([loss, tf.reduce_sum(tf.cast(right, tf.float32)),
-                                    tf.reduce_sum(tf.cast(scored, tf.float32))])
+                                    tf.reduce_sum(tf.cast(scored, tf.float32)), tf.reduce_sum(left_out)])
 
     # Traced as written: transformers' TF models need no AutoGraph (Keras would otherwise convert every layer's
     # call, 2/3 of a run's start-up), and the graph is the same op for op: a run's weights are bit-identical.
@@ -229,7 +233,7 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
     def train_steps(iterator, steps):
         results = tf.TensorArray(tf.float32, size=steps)
         for index in tf.range(steps):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            per_replica = strategy.run(replica_step, args=(next_per_replica(strategy, iterator),))
             results = results.write(index, strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
         return results.stack()
 
@@ -266,7 +270,8 @@ class Trainer:
                 check_tokenizer(shards, tokenizer, flag, given)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         check_output_folder(config)  # what the run reads is checked first, then where it writes
-        record = find_backup(os.path.join(config.output_dir, "backup"))  # before the model: it holds the data order
+        # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
+        record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
         global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
         changes = self._resumed_changes(record, global_batch_size) if record else []
         layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
@@ -404,6 +409,9 @@ class _Loop:
         self.saved_card: Optional[CardFacts] = None  # the card of the model the output folder holds
         self.best_metric = self.task.best_metric(self.config) if validation else None
         self.callbacks = keras.callbacks.CallbackList(trainer.user_callbacks, model=model)
+        self.example_cost = self.task.example_cost(model, self.shards)
+        self.peak, self.device = find_peak(self.config.peak_tflops, self.config.hardware.tpu is not None)
+        self.replicas = plan.global_batch_size // self.config.per_replica_batch_size
 
     def execution_length(self, step: int) -> int:
         """Steps until the next place the loop must stop: an epoch's end, a backup, the end, or a full execution."""
@@ -415,17 +423,20 @@ class _Loop:
 
     def train(self, train_steps, iterator, step: int) -> None:
         self.callbacks.on_train_begin()
+        going_on = True
+        if self.state.epoch_steps and self.ends_epoch(step):  # stopped after the epoch's last step, before its end
+            going_on = self.finish_epoch(step, None, 0)
         bar = None
-        started = time.perf_counter()
-        while step < self.plan.total_steps:
+        started, timed_from = time.perf_counter(), step
+        while going_on and step < self.plan.total_steps:
             epoch = step // self.plan.steps_per_epoch
             if bar is None:
                 bar = progress(total=self.plan.steps_per_epoch, initial=step - epoch * self.plan.steps_per_epoch,
                                desc=f"epoch {epoch + 1}/{self.plan.epochs}", unit=" steps", disable=None, leave=False)
                 self.callbacks.on_epoch_begin(epoch)
-                started = time.perf_counter()
+                started, timed_from = time.perf_counter(), step
             length = self.execution_length(step)
-            self.callbacks.on_train_batch_begin(step)  # Keras' CallbackList times batches from here to the end
+            self.callbacks.on_train_batch_begin(step)  # Keras times a batch from its begin: a user's end hook needs it
             with reading_errors(self.shards, self.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
@@ -435,18 +446,40 @@ class _Loop:
             step += length
             bar.update(length)
             self.callbacks.on_train_batch_end(step - 1, {"loss": float(results[-1, 0])})
-            if step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps:
+            if self.ends_epoch(step):
                 bar.close()
                 bar = None
-                self.end_epoch(epoch, step, time.perf_counter() - started)
-                if self.model.stop_training:  # a user's Keras callback asked to stop
-                    break
-            if step < self.plan.total_steps and self.stops.agreed():  # SIGTERM, on any worker
-                self.save_backup(step)
-                self.stops.stop(step)
-            if step < self.plan.total_steps and self.backup_due(step):
-                self.save_backup(step)
+                # first: the validation and save can outlast the notice a preempted machine gets (about 30 s)
+                self.stop_if_asked(step)
+                going_on = self.finish_epoch(step, time.perf_counter() - started, step - timed_from)
+            else:
+                self.between_executions(step)
         self.callbacks.on_train_end()
+
+    def ends_epoch(self, step: int) -> bool:
+        return step % self.plan.steps_per_epoch == 0 or step == self.plan.total_steps
+
+    def finish_epoch(self, step: int, seconds: Optional[float], timed_steps: int) -> bool:
+        """The end of the epoch that ends at `step`, then what is due between executions; False when a user's Keras
+        callback asked to stop."""
+        self.end_epoch((step - 1) // self.plan.steps_per_epoch, step, seconds, timed_steps)
+        if self.model.stop_training:
+            return False
+        self.between_executions(step)
+        return True
+
+    def between_executions(self, step: int) -> None:
+        """Stop with a backup if any worker was asked to; else back up if one is due."""
+        if step < self.plan.total_steps:
+            self.stop_if_asked(step)
+            if self.backup_due(step):
+                self.save_backup(step)
+
+    def stop_if_asked(self, step: int) -> None:
+        """A backup at `step` and the end of the run, if any worker was sent SIGTERM (all of them agree)."""
+        if self.stops.agreed():
+            self.save_backup(step)
+            self.stops.stop(step)
 
     def save_backup(self, step: int) -> None:
         if self.member_counts:
@@ -470,11 +503,12 @@ class _Loop:
     def count(self, results: np.ndarray, step: int) -> None:
         """Add each step's loss and hits to the epoch's sums; write the loss at every logging step."""
         state = self.state
-        for offset, (loss, hits, scored) in enumerate(results.astype(np.float64)):
+        for offset, (loss, hits, scored, left_out) in enumerate(results.astype(np.float64)):
             state.epoch_loss += loss
             state.epoch_steps += 1
             state.epoch_hits += hits
             state.epoch_scored += scored
+            state.epoch_left_out += left_out
             state.interval_loss += loss
             state.interval_steps += 1
             done = step + offset + 1
@@ -482,18 +516,26 @@ class _Loop:
                 self.logs.write(TRAIN, done, {LOSS: state.interval_loss / state.interval_steps})
                 state.interval_loss, state.interval_steps = 0.0, 0
 
-    def end_epoch(self, epoch: int, step: int, seconds: float) -> None:
-        """Validate, then save the model if it is the best so far (or always, without a best metric), then push."""
+    def end_epoch(self, epoch: int, step: int, seconds: Optional[float], timed_steps: int) -> None:
+        """Validate, then save the model if it is the best so far (or always, without a best metric), then push.
+        `timed_steps`: the steps of this epoch this process ran in `seconds` (fewer than its steps when resumed; none,
+        and `seconds` None, when the run was stopped and resumed right before the epoch's end)."""
         state, accuracy_name = self.state, self.task.accuracy_name
         training = {LOSS: state.epoch_loss / state.epoch_steps,
                     accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
-        examples = state.epoch_steps * self.plan.global_batch_size
+        speed = (Throughput(timed_steps * self.plan.global_batch_size, max(seconds, 1e-9), self.replicas,
+                            self.example_cost, self.peak, self.device) if seconds is not None and timed_steps else None)
         log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
-            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps, {seconds:.1f} s, "
-            f"{examples / max(seconds, 1e-9):,.0f} examples/s)")
+            f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps" +
+            (f", {seconds:.1f} s); {speed.describe()}" if speed else ")"))
+        if state.epoch_left_out:
+            warn(self.task.describe_left_out(int(state.epoch_left_out)))
+            training["targets_left_out"] = int(state.epoch_left_out)
         if not self.config.logging_steps:
             self.logs.write(TRAIN, step, {LOSS: training[LOSS]})
-        self.logs.write(TRAIN, step, {accuracy_name: training[accuracy_name]})
+        self.logs.write(TRAIN, step, {name: value for name, value in training.items() if name != LOSS})
+        if speed:
+            self.logs.write(TRAIN, step, speed.scalars())
         scores = self.validation.run() if self.validation else {}
         if scores:
             log(f"Epoch {epoch + 1} validation: {self.validation.describe(scores)}")
@@ -501,6 +543,7 @@ class _Loop:
         saved = self.save_if_better(epoch, step, scores)
         state.epochs.append({"epoch": epoch + 1, "step": step, **training, "validation": scores, "saved": saved})
         state.epoch_loss, state.epoch_steps, state.epoch_hits, state.epoch_scored = 0.0, 0, 0.0, 0.0
+        state.epoch_left_out = 0.0
         if saved and self.pusher:
             self.pusher.push(f"Training in progress, epoch {epoch + 1}")
         self.callbacks.on_epoch_end(epoch, {**training, **{f"val_{name}": value for name, value in scores.items()}})
@@ -522,13 +565,17 @@ class _Loop:
         return True
 
     def save(self, epoch: int, step: int, scores: Dict[str, float], records: Optional[Dict[str, dict]] = None) -> None:
-        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder."""
+        """The model in both layouts, its tokenizer, its card and `records`, through a staging folder: the chief's
+        alone to write. Saving reads the weights, which are MirroredVariables (no SyncOnRead variables, such as
+        Keras metrics', whose reading would be a collective every worker must join), so the others skip it."""
+        if not self.worker.is_chief:
+            return
         corpus = (self.shards.manifest or {}).get("settings", {}).get("corpus")
         self.saved_card = CardFacts.of_model(self.task, self.model, self.tokenizer, corpus=corpus,
                                              max_length=self.shards.length, steps=step, epoch=epoch + 1,
                                              global_batch_size=self.plan.global_batch_size, hardware=self.hardware,
                                              validation=scores, validation_corpus=self.eval_corpus)
-        self.task.save_model(self.worker.folder(self.config.output_dir), self.model, self.tokenizer, self.saved_card,
+        self.task.save_model(self.config.output_dir, self.model, self.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: self.run_info, **(records or {})}, self.card_name)
 
     def draw_loss_plot(self) -> None:

@@ -3,9 +3,11 @@
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-# PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING
-DEFAULT_TARGETS = {"t5": ("k", "v", "wo"), "roberta": ("key", "value", "output.dense")}
-FEEDFORWARD = {"t5": ("wo",), "roberta": ("output.dense",)}
+# PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING: the model types IA3
+# takes here (PEFT maps no electra: BERT's, whose layers ELECTRA's are named as)
+DEFAULT_TARGETS = {"t5": ("k", "v", "wo"), "roberta": ("key", "value", "output.dense"),
+                   "bert": ("key", "value", "output.dense"), "electra": ("key", "value", "output.dense")}
+FEEDFORWARD = {"t5": ("wo",), "roberta": ("output.dense",), "bert": ("output.dense",), "electra": ("output.dense",)}
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,8 @@ class Ia3Settings:
         return tuple(name for name in FEEDFORWARD[model_type] if name in self.targets_for(model_type))
 
 
-def adapter_config(settings: Ia3Settings, model_type: str, task_type: str, base_model: str) -> dict:
+def adapter_config(settings: Ia3Settings, model_type: str, task_type: str, base_model: str, modules_to_save) -> dict:
     return {"peft_type": "IA3", "task_type": task_type, "base_model_name_or_path": base_model,
             "target_modules": sorted(settings.targets_for(model_type)),
             "feedforward_modules": sorted(settings.feedforward_for(model_type)), "fan_in_fan_out": False,
-            "init_ia3_weights": True, "inference_mode": True, "modules_to_save": None}
+            "init_ia3_weights": True, "inference_mode": True, "modules_to_save": list(modules_to_save) or None}

@@ -3,7 +3,9 @@
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-DEFAULT_TARGETS = {"t5": ("q", "v"), "roberta": ("query", "value")}  # PEFT's TRANSFORMERS_MODELS_TO_LORA_...
+# PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types LoRA takes here
+DEFAULT_TARGETS = {"t5": ("q", "v"), "roberta": ("query", "value"), "bert": ("query", "value"),
+                   "electra": ("query", "value")}
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,10 @@ class LoraSettings:
         return self.alpha / (self.rank ** 0.5 if self.use_rslora else self.rank)
 
 
-def adapter_config(settings: LoraSettings, targets, task_type: str, base_model: str) -> dict:
+def adapter_config(settings: LoraSettings, targets, task_type: str, base_model: str, modules_to_save) -> dict:
     """PEFT's LoraConfig as `save_pretrained` writes it (the fields that decide the model)."""
     return {"peft_type": "LORA", "task_type": task_type, "base_model_name_or_path": base_model,
             "r": settings.rank, "lora_alpha": settings.alpha, "lora_dropout": settings.dropout,
             "target_modules": sorted(targets), "use_rslora": settings.use_rslora, "bias": "none",
-            "fan_in_fan_out": False, "init_lora_weights": True, "inference_mode": True, "modules_to_save": None}
+            "fan_in_fan_out": False, "init_lora_weights": True, "inference_mode": True,
+            "modules_to_save": list(modules_to_save) or None}

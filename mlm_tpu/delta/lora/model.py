@@ -1,11 +1,12 @@
 """LoRA applied to a model: each target Dense layer replaced by a LoraDense around it; PEFT's key names
-(`base_model.model.<module>.lora_A.weight` [r, in], `lora_B.weight` [out, r]); merging folds B·A into the kernel."""
+(`base_model.model.<module>.lora_A.weight` [r, in], `lora_B.weight` [out, r]); merging folds B·A into the kernel.
+A classifier's head trains and is saved whole beside it (modules_to_save.py)."""
 
 from typing import Dict
 
 import numpy as np
 
-from mlm_tpu.delta.lora.config import LoraSettings, adapter_config
+from mlm_tpu.delta.lora.config import DEFAULT_TARGETS, LoraSettings, adapter_config
 from mlm_tpu.delta.lora.layer import LoraDense
 from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
@@ -14,26 +15,27 @@ from mlm_tpu.delta.peft_names import PREFIX, task_type
 class Lora(WrapsDenseLayers):
     name = "lora"
     settings_class = LoraSettings
+    supported_model_types = tuple(DEFAULT_TARGETS)
     targets_flag = "--lora-targets"
 
     def wrap(self, model, dense, module: str) -> LoraDense:
         return LoraDense(dense, self.settings.rank, self.settings.scaling, self.settings.dropout)
 
-    def state_dict(self, model) -> Dict[str, np.ndarray]:
+    def delta_state_dict(self, model) -> Dict[str, np.ndarray]:
         state = {}
         for module, layer in self.modules.items():
             state[f"{PREFIX}{module}.lora_A.weight"] = np.ascontiguousarray(layer.lora_A.numpy().T)
             state[f"{PREFIX}{module}.lora_B.weight"] = np.ascontiguousarray(layer.lora_B.numpy().T)
         return state
 
-    def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
+    def load_delta_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
         for module, layer in self.modules.items():
             layer.lora_A.assign(state[f"{PREFIX}{module}.lora_A.weight"].T)
             layer.lora_B.assign(state[f"{PREFIX}{module}.lora_B.weight"].T)
 
     def adapter_config(self, model, base_model: str) -> dict:
         return adapter_config(self.settings, self.settings.targets_for(model.config.model_type),
-                              task_type(model, self.name), base_model)
+                              task_type(model, self.name), base_model, self.modules_to_save)
 
     def merge(self, model) -> None:
         for layer in self.modules.values():
