@@ -2,34 +2,37 @@
 from scratch, on Rotten Tomatoes and IMDB, by more than the spread across seeds? And where does a TF-IDF + logistic
 regression floor stand?
 
-The corpus: IMDB's training reviews (the downstream benchmark's carved training split, 22,500 reviews, ~7.3 M
-tokens; labels unused; the dev reviews are not in it), a Unigram tokenizer of 8,000 pieces trained on them, and
-128-token masked-LM shards. The model: a RoBERTa of hidden 128, 2 layers, 2 heads, feed-forward 512, no dropout,
-pretrained with masked LM (15%), batch 32, learning rate 1e-3 (6% warm-up, linear decay) for as many steps as its
-CPU budget buys: a calibration run measures the process CPU time of a training step (robust to other load on the
-machine, unlike wall time), and the run takes steps = budget / cost. Then `mlm-tpu downstream`'s library fine-tunes
-it (and the same shape from scratch: its config and tokenizer, random weights) on both tasks for each seed, under
-one protocol cheaper than GLUE-sane's for the CPU (CPU_PROTOCOL), and reports medians and min-max spreads.
+The corpus: IMDB's training reviews (the downstream benchmark's carved training split, 22,500 reviews; labels unused;
+the dev reviews are not in it), a Unigram tokenizer of VOCAB_SIZE pieces trained on them, and masked-LM shards of
+MAX_LENGTH tokens. The model (PRETRAINING): RoBERTa `tiny` (hidden 64, 2 layers, 2 heads, feed-forward 256), no
+dropout, masked LM at 40% (the sparse head), batch 128, learning rate 3e-3 (6% warm-up, linear decay), as
+configs/demo.yaml trains it, for as many steps as its CPU budget buys: a calibration run measures the process CPU
+time of a training step (robust to other load on the machine, unlike wall time), and the run takes steps = budget /
+cost. Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
+random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES), and
+reports medians and min-max spreads beside a TF-IDF + logistic regression floor.
 
 Reusable by the recipe benchmarks to come (sparse or dense masked-LM head, token, whole-word or span masking,
 ELECTRA against masked LM): they declare their variants as train.py flags and call
 
     corpus = prepare_corpus(root)                        # IMDB's text, tokenizer, shards (made once)
-    model = pretrain("sparse", ["--sparse-prediction"], cpu_seconds=2400, root=root)   # -> Pretrained
+    model = pretrain("dense", ["--dense-mlm-head"], cpu_seconds=600, root=root)   # -> Pretrained
     report = score(model.folder, seeds=3, root=root)     # the downstream report (median, min, max per task)
-    print(compare({"dense": [], "sparse": ["--sparse-prediction"]}, cpu_seconds=2400, root=root))
+    print(compare({"mlm": [], "dense": ["--dense-mlm-head"]}, cpu_seconds=600, root=root))
+
+The recipe "mlm" (PRETRAINING alone) at the default budget is the baseline: runs/bench-downstream/pretrained/mlm.
 
 Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
 backup, finished fine-tuning runs are read back).
 
-Usage: python benchmarks/downstream.py [--cpu-minutes 40] [--seeds 3] [--root runs/bench-downstream]
+Usage: python benchmarks/downstream.py [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
 """
 
 import argparse
 import dataclasses
 import json
 import os
-import statistics
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -45,17 +48,18 @@ from mlm_tpu.console import import_tensorflow, log, quiet_libraries  # noqa: E40
 
 DEFAULT_ROOT = ROOT / "runs" / "bench-downstream"
 TASKS = ("rotten-tomatoes", "imdb")
-VOCAB_SIZE = 8000
-MAX_LENGTH = 128
-SHAPE = ("hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512,"
-         "hidden_dropout_prob=0,attention_probs_dropout_prob=0")
-PRETRAINING = ["--task", "mlm", "--model-config", "small", "--config-overrides", SHAPE, "--max-length", MAX_LENGTH,
-               "--per-replica-batch-size", 32, "--learning-rate", "1e-3", "--warmup-ratio", "0.06",
-               "--logging-steps", 100, "--backup-steps", 200, "--no-deterministic"]
+VOCAB_SIZE = 2048  # as configs/demo.yaml's: a small softmax, and each piece seen often in a few CPU minutes
+MAX_LENGTH = 64  # pretraining's and fine-tuning's: most Rotten Tomatoes sentences fit (9% cut), IMDB's begin
+PRETRAINING = ["--task", "mlm", "--model-config", "tiny",  # hidden 64, 2 layers, 2 heads, feed-forward 256
+               "--config-overrides", "hidden_dropout_prob=0,attention_probs_dropout_prob=0", "--max-length", MAX_LENGTH,
+               "--per-replica-batch-size", 128, "--learning-rate", "3e-3", "--warmup-ratio", "0.06",
+               "--mlm-probability", 0.4, "--logging-steps", 100, "--backup-steps", 200, "--no-deterministic"]
+# (batch 128: a step's CPU cost is mostly fixed, 4x the rows of batch 32 cost 2.3x; 1,510 steps in 10 CPU minutes)
 CALIBRATION_STEPS, WARM_UP_STEPS = 40, 10  # the cost of a step: CPU time of steps 11..40 of a short run
-# Cheaper than GLUE-sane's 5 epochs at batch 16 for 2 CPU cores; the same for the pretrained model and scratch.
-CPU_PROTOCOL = dict(num_epochs=3, per_replica_batch_size=32, learning_rate=3e-4, max_length=MAX_LENGTH)
-MAX_TRAIN_SAMPLES = 10_000  # IMDB's first 10,000 (shuffled) training reviews; Rotten Tomatoes' 7,678 whole
+# Few labels, where pretraining matters most: each task's first 2,000 (shuffled) training rows, the whole dev sets;
+# GLUE-sane's 5 epochs, at batch 32 and a rate for a tiny model; the same for the pretrained model and scratch.
+CPU_PROTOCOL = dict(num_epochs=5, per_replica_batch_size=32, learning_rate=1e-3, max_length=MAX_LENGTH)
+MAX_TRAIN_SAMPLES = 2_000
 
 
 @dataclass(frozen=True)
@@ -84,14 +88,15 @@ def prepare_corpus(root: Path = DEFAULT_ROOT) -> Corpus:
 
     folder = root / "corpus"
     train_text, dev_text = task_files("imdb", str(folder / "imdb"))
-    tokenizer = folder / "tokenizer"
+    tokenizer = folder / f"tokenizer-{VOCAB_SIZE}"
+    shards = folder / f"shards-{VOCAB_SIZE}-len{MAX_LENGTH}"
     if not (tokenizer / "tokenizer.json").is_file():
         mlm_tpu.train_tokenizer(str(tokenizer), text_files=(train_text,), vocab_size=VOCAB_SIZE)
     for split, path, limit in (("train", train_text, None), ("validation", dev_text, 500)):
-        if not (folder / "shards" / split / "manifest.json").is_file():
-            mlm_tpu.shard_corpus(str(tokenizer), str(folder / "shards"), text_files=(path,), split=split,
+        if not (shards / split / "manifest.json").is_file():
+            mlm_tpu.shard_corpus(str(tokenizer), str(shards), text_files=(path,), split=split,
                                  max_length=MAX_LENGTH, limit=limit)
-    return Corpus(str(tokenizer), str(folder / "shards" / "train"), str(folder / "shards" / "validation"))
+    return Corpus(str(tokenizer), str(shards / "train"), str(shards / "validation"))
 
 
 class CpuClock:
@@ -123,7 +128,7 @@ def train_with_flags(flags: Sequence, callbacks: Sequence = ()):
     return train(config, training_task(config), callbacks)
 
 
-def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 2400, root: Path = DEFAULT_ROOT,
+def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 600, root: Path = DEFAULT_ROOT,
              corpus: Optional[Corpus] = None) -> Pretrained:
     """Pretrain recipe `name` (train.py flags on top of the corpus' and PRETRAINING) for `cpu_seconds` of training
     steps: a calibration run of CALIBRATION_STEPS measures a step's CPU cost, then the run takes budget / cost steps
@@ -234,14 +239,18 @@ def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = 3, ro
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu-minutes", type=float, default=40, help="Pretraining budget, in CPU minutes.")
+    parser.add_argument("--cpu-minutes", type=float, default=10, help="Pretraining budget, in CPU minutes.")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
+                        help="Another recipe beside mlm (PRETRAINING alone): train.py flags on top, e.g. "
+                             "--recipe dense '--dense-mlm-head'.")
     args = parser.parse_args()
     started = time.perf_counter()
-    print(compare({"mlm": []}, args.cpu_minutes * 60, args.seeds, args.root))
-    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, IMDB's "
-          f"first {MAX_TRAIN_SAMPLES:,} training reviews)")
+    recipes = {"mlm": [], **{name: shlex.split(flags) for name, flags in args.recipe}}
+    print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root))
+    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, each "
+          f"task's first {MAX_TRAIN_SAMPLES:,} training rows)")
 
 
 if __name__ == "__main__":
