@@ -22,7 +22,8 @@ from mlm_tpu.errors import UserError  # noqa: E402
 
 __version__ = "0.4.0"
 API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
-       "predict_text_classification", "predict_token_classification", "fine_tune", "export_model", "plot_loss")
+       "predict_text_classification", "predict_token_classification", "fine_tune", "downstream_benchmark", "export_model",
+       "plot_loss")
 FINE_TUNING = ("FineTuningProtocol", "FineTuningResult")  # fine_tune's protocol and result (encoder/fine_tuning.py)
 __all__ = ["UserError", *API, *FINE_TUNING]
 

@@ -183,6 +183,24 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
     return FineTuningResult.of_training(result, kind, seed)
 
 
+def downstream_benchmark(model: str, **settings) -> dict:
+    """Judge a pretrained encoder on tasks (`mlm-tpu downstream`): each seed fine-tunes a fresh copy of `model` on
+    each task under one protocol (`protocol=FineTuningProtocol(...)`, GLUE-sane's defaults); returns the report, per
+    task the median and spread (min-max) over seeds of the model's dev score, and of the baselines' (`baseline=
+    ("scratch", "tfidf")`), as results.json keeps it. Runs finished earlier in `output_dir` are read back. README:
+    "Judge a pretrained encoder" shows the tasks and the report; tests/test_downstream.py runs it.
+    """
+    from mlm_tpu.console import import_tensorflow, quiet_libraries
+
+    import_tensorflow()
+    quiet_libraries()
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
+
+    protocol = settings.pop("protocol", None)
+    config = _config(DownstreamConfig, {"model": model, **settings})
+    return run_benchmark(dataclasses.replace(config, protocol=protocol) if protocol else config)
+
+
 def export_model(model: str, **settings) -> str:
     """Add PyTorch-layout weights (model.safetensors) and a model card to a TensorFlow model folder, into
     `output_dir` or in place, and push it with `hub_model_id` (`python -m mlm_tpu.export`); returns the folder.

@@ -192,7 +192,8 @@ def test_the_demo_runs_again_over_its_earlier_output_and_keeps_what_is_beside_it
                         runs / "demo")
     (runs / "model").mkdir(parents=True)
     (runs / "model" / "notes.txt").write_text("the user's model goes here\n")
-    result = run_module("mlm_tpu.demo", "--output-dir", str(demo), "--num-epochs", "1", "--vocab-size", "1000")
+    result = run_module("mlm_tpu.demo", "--output-dir", str(demo), "--num-epochs", "1", "--vocab-size", "1000",
+                        "--task-rows", "64")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((demo / "tokenizer" / "tokenizer_training.json").read_text())["vocab_size"] == 1000
     assert json.loads((demo / "shards" / "train" / "manifest.json").read_text())["settings"]["max_length"] == 64
@@ -200,5 +201,7 @@ def test_the_demo_runs_again_over_its_earlier_output_and_keeps_what_is_beside_it
     assert len(list(logs.glob("events.out.tfevents.*"))) == 1  # a fresh run: the earlier one's logs went with it
     assert (demo / "model" / "loss.png").is_file() and (demo / "model" / "model.safetensors").is_file()
     assert sorted(os.listdir(runs)) == ["demo", "model"] and os.listdir(runs / "model") == ["notes.txt"]
-    assert Record(str(demo)).folders == ["model", "shards", "tokenizer"] and (demo / RECORD).is_file()
+    assert Record(str(demo)).folders == ["downstream", "model", "shards", "tokenizer"] and (demo / RECORD).is_file()
+    assert (demo / "downstream" / "runs" / "rotten-tomatoes" / "model" / "seed-1.json").is_file()  # step 9's run
+    assert "label:  " in result.stdout  # step 10's predictions
     assert not_made_by_the_demo(str(demo)) == []

@@ -3,7 +3,7 @@
 The same commands keep their 🤗-example-style spellings: `python -m mlm_tpu.tokenizer`,
 `python -m mlm_tpu.shard`, `python train.py`, `python -m mlm_tpu.evaluate`, `python -m mlm_tpu.predict`,
 `python -m mlm_tpu.inspect`, `python -m mlm_tpu.loss_plot`, `python -m mlm_tpu.export`, `python -m mlm_tpu.demo`,
-`python -m mlm_tpu.launch`; each takes the same flags
+`python -m mlm_tpu.launch`, `python -m mlm_tpu.downstream`; each takes the same flags
 either way.
 """
 
@@ -30,6 +30,7 @@ COMMANDS = {
     "inspect": ("inspect_shards", "show a split's first examples as the model receives them"),
     "plot": ("plot", "plot a run's training and validation loss"),
     "export": ("export", "add PyTorch weights and a model card to a TensorFlow model folder, push it"),
+    "downstream": ("downstream", "judge a pretrained encoder: fine-tune it per task and seed, report medians"),
     "demo": ("demo", "the whole pipeline on a built-in corpus, offline"),
 }
 

@@ -1,0 +1,257 @@
+"""Pretraining judged downstream, at equal CPU time: does an encoder mlm_tpu pretrained beat the same shape trained
+from scratch, on Rotten Tomatoes and IMDB, by more than the spread across seeds? And where does a TF-IDF + logistic
+regression floor stand?
+
+The corpus: IMDB's training reviews (the downstream benchmark's carved training split, 22,500 reviews; labels unused;
+the dev reviews are not in it), a Unigram tokenizer of VOCAB_SIZE pieces trained on them, and masked-LM shards of
+MAX_LENGTH tokens. The model (PRETRAINING): RoBERTa `tiny` (hidden 64, 2 layers, 2 heads, feed-forward 256), no
+dropout, masked LM at 40% (the sparse head), batch 128, learning rate 3e-3 (6% warm-up, linear decay), as
+configs/demo.yaml trains it, for as many steps as its CPU budget buys: a calibration run measures the process CPU
+time of a training step (robust to other load on the machine, unlike wall time), and the run takes steps = budget /
+cost. Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
+random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES), and
+reports medians and min-max spreads beside a TF-IDF + logistic regression floor.
+
+Reusable by the recipe benchmarks to come (sparse or dense masked-LM head, token, whole-word or span masking,
+ELECTRA against masked LM): they declare their variants as train.py flags and call
+
+    corpus = prepare_corpus(root)                        # IMDB's text, tokenizer, shards (made once)
+    model = pretrain("dense", ["--dense-mlm-head"], cpu_seconds=600, root=root)   # -> Pretrained
+    report = score(model.folder, seeds=3, root=root)     # the downstream report (median, min, max per task)
+    print(compare({"mlm": [], "dense": ["--dense-mlm-head"]}, cpu_seconds=600, root=root))
+
+The recipe "mlm" (PRETRAINING alone) at the default budget is the baseline: runs/bench-downstream/pretrained/mlm.
+
+Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
+backup, finished fine-tuning runs are read back).
+
+Usage: python benchmarks/downstream.py [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import mlm_tpu  # noqa: E402
+from mlm_tpu.console import import_tensorflow, log, quiet_libraries  # noqa: E402
+
+DEFAULT_ROOT = ROOT / "runs" / "bench-downstream"
+TASKS = ("rotten-tomatoes", "imdb")
+VOCAB_SIZE = 2048  # as configs/demo.yaml's: a small softmax, and each piece seen often in a few CPU minutes
+MAX_LENGTH = 64  # pretraining's and fine-tuning's: most Rotten Tomatoes sentences fit (9% cut), IMDB's begin
+PRETRAINING = ["--task", "mlm", "--model-config", "tiny",  # hidden 64, 2 layers, 2 heads, feed-forward 256
+               "--config-overrides", "hidden_dropout_prob=0,attention_probs_dropout_prob=0", "--max-length", MAX_LENGTH,
+               "--per-replica-batch-size", 128, "--learning-rate", "3e-3", "--warmup-ratio", "0.06",
+               "--mlm-probability", 0.4, "--logging-steps", 100, "--backup-steps", 200, "--no-deterministic"]
+# (batch 128: a step's CPU cost is mostly fixed, 4x the rows of batch 32 cost 2.3x; 1,510 steps in 10 CPU minutes)
+CALIBRATION_STEPS, WARM_UP_STEPS = 40, 10  # the cost of a step: CPU time of steps 11..40 of a short run
+# Few labels, where pretraining matters most: each task's first 2,000 (shuffled) training rows, the whole dev sets;
+# GLUE-sane's 5 epochs, at batch 32 and a rate for a tiny model; the same for the pretrained model and scratch.
+CPU_PROTOCOL = dict(num_epochs=5, per_replica_batch_size=32, learning_rate=1e-3, max_length=MAX_LENGTH)
+MAX_TRAIN_SAMPLES = 2_000
+
+
+@dataclass(frozen=True)
+class Corpus:
+    tokenizer: str
+    train: str  # masked-LM shards
+    validation: str
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    name: str
+    folder: str  # the model folder
+    flags: List[str]  # the train.py flags beyond the corpus' (PRETRAINING's, then the recipe's)
+    cpu_seconds: float  # the budget
+    cpu_per_step: float  # measured by the calibration run
+    steps: int
+    training_cpu_seconds: float  # CPU time from the first step to the last (since the last start, if resumed)
+    validation: Dict[str, float]  # the last epoch's masked-LM scores
+
+
+def prepare_corpus(root: Path = DEFAULT_ROOT) -> Corpus:
+    """IMDB's training reviews (the downstream benchmark's split: no dev review in it), as text, a tokenizer trained
+    on them and 128-token masked-LM shards (validation: the first 500 dev reviews); made once."""
+    from mlm_tpu.downstream.movie_reviews import task_files
+
+    folder = root / "corpus"
+    train_text, dev_text = task_files("imdb", str(folder / "imdb"))
+    tokenizer = folder / f"tokenizer-{VOCAB_SIZE}"
+    shards = folder / f"shards-{VOCAB_SIZE}-len{MAX_LENGTH}"
+    if not (tokenizer / "tokenizer.json").is_file():
+        mlm_tpu.train_tokenizer(str(tokenizer), text_files=(train_text,), vocab_size=VOCAB_SIZE)
+    for split, path, limit in (("train", train_text, None), ("validation", dev_text, 500)):
+        if not (shards / split / "manifest.json").is_file():
+            mlm_tpu.shard_corpus(str(tokenizer), str(shards), text_files=(path,), split=split,
+                                 max_length=MAX_LENGTH, limit=limit)
+    return Corpus(str(tokenizer), str(shards / "train"), str(shards / "validation"))
+
+
+class CpuClock:
+    """A Keras callback noting the process CPU time (every thread's: TensorFlow's pools, tf.data) after each step."""
+
+    def __new__(cls):
+        import tf_keras as keras
+
+        class Clock(keras.callbacks.Callback):
+            def __init__(self):
+                super().__init__()
+                self.marks: List[float] = []
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.marks.append(time.process_time())
+
+        return Clock()
+
+
+def train_with_flags(flags: Sequence, callbacks: Sequence = ()):
+    """`python train.py FLAGS` in this process, with Keras callbacks; returns the TrainingResult."""
+    from mlm_tpu.cli.train import build_config, build_parser
+    from mlm_tpu.tasks import training_task
+    from mlm_tpu.training.trainer import train
+
+    import_tensorflow()
+    quiet_libraries()
+    config = build_config(build_parser().parse_args([str(flag) for flag in flags]))
+    return train(config, training_task(config), callbacks)
+
+
+def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 600, root: Path = DEFAULT_ROOT,
+             corpus: Optional[Corpus] = None) -> Pretrained:
+    """Pretrain recipe `name` (train.py flags on top of the corpus' and PRETRAINING) for `cpu_seconds` of training
+    steps: a calibration run of CALIBRATION_STEPS measures a step's CPU cost, then the run takes budget / cost steps
+    into root/pretrained/<name> (its record: root/pretrained/<name>.json). Cached: the same name, flags and budget
+    return the record; a killed run resumes."""
+    import tf_keras as keras
+
+    corpus = corpus or prepare_corpus(root)
+    flags = [str(flag) for flag in (*PRETRAINING, *extra_train_flags)]  # what decides the recipe (the cache's key)
+    record = root / "pretrained" / f"{name}.json"
+    if record.is_file():
+        done = json.loads(record.read_text())
+        if done["flags"] == flags and done["cpu_seconds"] == cpu_seconds:
+            return Pretrained(**done)
+    base = ["--train-dataset", corpus.train, "--eval-dataset", corpus.validation, "--tokenizer", corpus.tokenizer,
+            *flags]
+    calibration = root / "calibration" / f"{name}.json"
+    if calibration.is_file() and json.loads(calibration.read_text())["flags"] == flags:
+        cost = json.loads(calibration.read_text())["cpu_per_step"]
+    else:
+        clock = CpuClock()
+        train_with_flags([*base, "--max-steps", CALIBRATION_STEPS, "--output-dir", root / "calibration" / name,
+                          "--backup-steps", CALIBRATION_STEPS], [clock])
+        keras.backend.clear_session()
+        cost = (clock.marks[-1] - clock.marks[WARM_UP_STEPS - 1]) / (len(clock.marks) - WARM_UP_STEPS)
+        calibration.write_text(json.dumps({"flags": flags, "cpu_per_step": cost}, indent=2) + "\n")
+    steps = max(1, int(cpu_seconds / cost))
+    log(f"{name}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:.0f} CPU minutes buy {steps:,} steps")
+    clock = CpuClock()
+    result = train_with_flags([*base, "--max-steps", steps, "--output-dir", root / "pretrained" / name], [clock])
+    keras.backend.clear_session()
+    measured = clock.marks[-1] - clock.marks[0] if clock.marks else 0.0  # validation and backups included
+    done = Pretrained(name, str(root / "pretrained" / name), flags, cpu_seconds, cost, steps, measured,
+                      dict(result.epochs[-1]["validation"]))
+    record.write_text(json.dumps(dataclasses.asdict(done), indent=2) + "\n")
+    return done
+
+
+def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = 3, baseline: Sequence[str] = ("scratch", "tfidf"),
+          root: Path = DEFAULT_ROOT, protocol: Optional[dict] = None,
+          max_train_samples: Optional[int] = MAX_TRAIN_SAMPLES) -> dict:
+    """The downstream benchmark's report (mlm_tpu/downstream) of the model in `folder`, its runs in
+    root/downstream, shared by every model scored there: the shards of one tokenizer, the scratch runs of one shape,
+    finished runs are reused."""
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
+    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
+    from mlm_tpu.training.config import HardwareConfig
+
+    import_tensorflow()
+    quiet_libraries()
+    config = DownstreamConfig(model=str(folder), tasks=tuple(tasks), seeds=seeds, baseline=tuple(baseline),
+                              output_dir=str(root / "downstream"), max_train_samples=max_train_samples,
+                              protocol=FineTuningProtocol(**(protocol or CPU_PROTOCOL)),
+                              hardware=HardwareConfig(deterministic=False))
+    return run_benchmark(config)
+
+
+def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained]) -> str:
+    """Recipes side by side: per task the median (min-max) of each, scratch and the floor; what each recipe pretrained
+    for."""
+    first = next(iter(rows.values()))
+    tasks = list(first["tasks"])
+    header = ["model", "pretraining", *tasks, "mean"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+
+    def cell(result: dict) -> str:
+        if result["spread"] == 0 and len(result["values"]) == 1:
+            return f"{100 * result['median']:.1f}"
+        return f"{100 * result['median']:.1f} ({100 * result['min']:.1f}-{100 * result['max']:.1f})"
+
+    for name, report in rows.items():
+        model = pretrained[name]
+        what = (f"{model.steps:,} steps, {model.cpu_seconds / 60:.0f} CPU min; masked acc. "
+                f"{100 * model.validation['masked_accuracy']:.1f}%")
+        lines.append(f"| {name} | {what} | " + " | ".join(cell(report["tasks"][task]["model"]) for task in tasks) +
+                     f" | {100 * report['mean']['model']:.1f} |")
+    for role, title in (("scratch", "same shape, from scratch"), ("tfidf", "TF-IDF + logistic regression")):
+        if role in first["mean"]:
+            lines.append(f"| {title} | none | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
+                         f" | {100 * first['mean'][role]:.1f} |")
+    return "\n".join(lines)
+
+
+def verdict(report: dict) -> List[str]:
+    """Per task: whether the pretrained model beats scratch by more than the spread across seeds."""
+    said = []
+    for task, entry in report["tasks"].items():
+        model, scratch = entry["model"], entry["scratch"]
+        gain = model["median"] - scratch["median"]
+        spread = max(model["spread"], scratch["spread"])
+        said.append(f"{task}: pretrained - scratch = {100 * gain:+.1f} points (medians), widest spread "
+                    f"{100 * spread:.1f}: {'beats' if gain > spread else 'does NOT beat'} scratch by more than the "
+                    f"spread; worst pretrained seed {100 * model['min']:.1f} vs best scratch seed "
+                    f"{100 * scratch['max']:.1f}")
+    return said
+
+
+def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = 3, root: Path = DEFAULT_ROOT) -> str:
+    """Pretrain each recipe (train.py flags) for the same CPU time, score each downstream; a markdown table."""
+    corpus = prepare_corpus(root)
+    pretrained = {name: pretrain(name, flags, cpu_seconds, root, corpus) for name, flags in recipes.items()}
+    reports = {name: score(model.folder, seeds=seeds, root=root) for name, model in pretrained.items()}
+    lines = [markdown_table(reports, pretrained), ""]
+    for name, report in reports.items():
+        lines += [f"{name}:"] + [f"  {line}" for line in verdict(report)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu-minutes", type=float, default=10, help="Pretraining budget, in CPU minutes.")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
+                        help="Another recipe beside mlm (PRETRAINING alone): train.py flags on top, e.g. "
+                             "--recipe dense '--dense-mlm-head'.")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    recipes = {"mlm": [], **{name: shlex.split(flags) for name, flags in args.recipe}}
+    print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root))
+    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, each "
+          f"task's first {MAX_TRAIN_SAMPLES:,} training rows)")
+
+
+if __name__ == "__main__":
+    main()

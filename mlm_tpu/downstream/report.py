@@ -1,0 +1,91 @@
+"""The downstream benchmark's report: per task and model, the median of the task's score over seeds and its spread
+(max - min), every metric likewise, and the mean of the medians over tasks; as JSON (results.json, --json) and as a
+table. Scores are shown x 100, as GLUE shows them.
+"""
+
+import statistics
+from typing import Dict, List, Sequence, Tuple
+
+SPREAD = "max - min over seeds"
+ROLE_TITLES = {"model": "model", "scratch": "scratch", "tfidf": "tf-idf floor"}
+
+
+def run_score(scores: Dict[str, float], metrics: Sequence[str]) -> float:
+    """A run's task score: its metric, or the mean of its metrics (GLUE's MRPC, QQP: F1 and accuracy; STS-B: Pearson
+    and Spearman)."""
+    return statistics.fmean(scores[metric] for metric in metrics)
+
+
+def summary(values: List[float]) -> Dict[str, object]:
+    """The median of a score over seeds, and its spread (max - min)."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "spread": max(values) - min(values), "values": list(values)}
+
+
+def task_entry(metrics: Sequence[str], runs: Dict[str, Tuple[str, List[Dict[str, float]], List[int]]],
+               floor: Dict[str, float], **facts) -> dict:
+    """One task's part of the report. `runs`: role -> (label, each seed's scores, each seed's best epoch); `floor`:
+    the TF-IDF floor's scores ({} without it); `facts`: what the report says of the task (sizes, where from)."""
+    entry = {"metrics": list(metrics), **facts}
+    for role, (label, scores, best_epochs) in runs.items():
+        entry[role] = {"label": label, **summary([run_score(run, metrics) for run in scores]),
+                       "metrics": {metric: summary([run[metric] for run in scores]) for metric in metrics},
+                       "best_epochs": best_epochs}
+    if floor:
+        score = run_score(floor, metrics)
+        entry["tfidf"] = {"label": "tfidf", **summary([score]),
+                          "metrics": {metric: summary([floor[metric]]) for metric in metrics}}
+    return entry
+
+
+def with_mean(report: dict) -> dict:
+    """The report with `mean`: each role's mean over tasks of its medians."""
+    tasks = list(report["tasks"].values())
+    roles = [role for role in ROLE_TITLES if tasks and all(role in task for task in tasks)]
+    return {**report, "mean": {role: statistics.fmean(task[role]["median"] for task in tasks) for role in roles}}
+
+
+def format_table(report: dict) -> str:
+    """The report as a table: per task its score's median (min-max) for each model, and what pretraining gained
+    over scratch."""
+    roles = list(report["mean"])
+    header = ["task", "score", "train", "dev"] + [ROLE_TITLES[role] for role in roles]
+    gain = "model" in roles and "scratch" in roles
+    header += ["gain"] if gain else []
+    rows = []
+    for name, task in report["tasks"].items():
+        row = [name, " & ".join(task["metrics"]), f"{task['train_examples']:,}", f"{task['dev_examples']:,}"]
+        row += [_cell(task[role]) for role in roles]
+        row += [f"{100 * (task['model']['median'] - task['scratch']['median']):+.1f}"] if gain else []
+        rows.append(row)
+    mean = ["mean", "", "", ""] + [f"{100 * report['mean'][role]:.1f}" for role in roles]
+    mean += [f"{100 * (report['mean']['model'] - report['mean']['scratch']):+.1f}"] if gain else []
+    rows.append(mean)
+    widths = [max(len(line[column]) for line in [header, *rows]) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) if column < 2 else cell.rjust(width)
+                       for column, (cell, width) in enumerate(zip(line, widths))) for line in [header, *rows]]
+    labels = ", ".join(f"{ROLE_TITLES[role]}: {report['tasks'][next(iter(report['tasks']))][role]['label']}"
+                       for role in roles if role != "tfidf")
+    protocol = report["protocol"]
+    notes = [f"Dev-set scores x 100: the median over seeds {_seeds(report['seeds'])} (min-max in brackets); a score "
+             "of two metrics is their mean. " + labels + ".",
+             f"Protocol: {protocol['num_epochs']} epoch{'s' * (protocol['num_epochs'] != 1)}, learning rate {protocol['learning_rate']:g}, batch "
+             f"{protocol['per_replica_batch_size']}, {protocol['max_length']} tokens, warm-up "
+             f"{protocol['warmup_ratio']:.0%}, weight decay {protocol['weight_decay_rate']:g}; the best epoch on "
+             "the dev set kept."]
+    notes += [f"  {task['about']}" for task in report["tasks"].values() if task.get("about")]
+    caps = [f"the first {report[key]:,} {what} rows of each task" for key, what in
+            (("max_train_samples", "training"), ("max_eval_samples", "dev")) if report.get(key)]
+    notes += [f"Rows: {' and '.join(caps)}."] if caps else []
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
+def _cell(result: dict) -> str:
+    if result["spread"] == 0 and len(result["values"]) == 1:
+        return f"{100 * result['median']:.1f}"
+    return f"{100 * result['median']:.1f} ({100 * result['min']:.1f}-{100 * result['max']:.1f})"
+
+
+def _seeds(seeds: List[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+        ", ".join(map(str, seeds))

