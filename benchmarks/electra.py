@@ -11,30 +11,31 @@ objective is timed in its own process with the trainer's own step function (one 
 seconds per step (every thread of the process, steadier on a shared machine), the model FLOPs of a step as the
 logs count them (training/flops.py), and ELECTRA's cost relative to the masked LM's.
 
-`pretraining_flags(objective, ...)` gives the `python train.py` flags of a run of either objective with a preset's
-discriminator shape; `pretrain(objective, ...)` runs them for a CPU-time budget (as many steps as its measured CPU
-seconds per step allow) and returns its output folder; with --budget-seconds the script runs it for
-both objectives and prints each run's last training figures. The downstream comparison (each folder fine-tuned on
-the offline tasks, median of seeds) is left to the downstream benchmark, on top of these.
+With --downstream, the quality side instead: the masked LM and ELECTRA each pretrained for the same CPU time on
+the downstream benchmark's corpus and recipe (benchmarks/downstream.py: IMDB's text, a 2,048-piece tokenizer, 64
+tokens, 40% masked, batch 128, lr 3e-3), ELECTRA's discriminator the masked LM's shape (hidden 64, 2 layers, 2
+heads, feed-forward 256, embeddings 64; its generator half as wide), then both fine-tuned on Rotten Tomatoes and
+IMDB, median and min-max of --seeds, beside the same shape from scratch and the TF-IDF floor.
 Usage: python benchmarks/electra.py [--model-config electra-small] [--steps 5] [--rounds 2] [--dense-mlm-head]
-    [--budget-seconds S]
+       python benchmarks/electra.py --downstream [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
 """
 
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import List
 
 from train_throughput import MAX_LENGTH, ROOT, own_loop_seconds_per_step, prepare_wikitext, prepared_wikitext
 
 OBJECTIVES = ("mlm", "electra")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 LEARNING_RATE = 5e-4  # ELECTRA-Small's in the paper
+# ELECTRA on the downstream benchmark's recipe (its train.py flags on top): the discriminator RoBERTa tiny's shape
+DOWNSTREAM_ELECTRA = ["--task", "electra", "--model-config", "electra-tiny", "--config-overrides",
+                      "embedding_size=64,hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
 
 
 def model_config_of(objective: str, preset: str, work: Path) -> str:
@@ -91,33 +92,6 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
                                                   if objective == "electra" else "")}
 
 
-def pretraining_flags(objective: str, work: Path, preset: str, steps: int, batch_size: int, seed: int,
-                      output: Path) -> List[str]:
-    """The `python train.py` flags that pretrain `objective` with the preset's discriminator shape on `work`'s
-    tokenizer and training shards for `steps` steps (what a downstream comparison runs, as `pretrain` does)."""
-    return ["--task", objective, "--train-dataset", str(work / "shards" / "train"), "--tokenizer",
-            str(work / "tokenizer"), "--model-config", model_config_of(objective, preset, work), "--learning-rate",
-            str(LEARNING_RATE), "--per-replica-batch-size", str(batch_size), "--max-steps", str(steps), "--seed",
-            str(seed), "--output-dir", str(output)]
-
-
-def pretrain(objective: str, work: Path, preset: str, budget_seconds: float, cpu_seconds_per_step: float,
-             batch_size: int, seed: int = 42) -> Path:
-    """Pretrain `objective` with the preset's discriminator shape for about `budget_seconds` of CPU time (its steps
-    from its CPU seconds per step) with `python train.py`; returns the output folder (for ELECTRA: the
-    discriminator, the encoder to fine-tune; for the masked LM: the model)."""
-    output = work / "pretrained" / f"{objective}-seed{seed}"
-    steps = max(1, int(budget_seconds / cpu_seconds_per_step))
-    command = [sys.executable, str(ROOT / "train.py"),
-               *pretraining_flags(objective, work, preset, steps, batch_size, seed, output)]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENV)
-    if result.returncode:
-        sys.exit(f"pretraining {objective} failed:\n{result.stderr[-3000:]}")
-    trained = re.findall(r"Epoch \d+ training: .*", result.stderr)
-    print(f"  {objective}: {steps} steps -> {output}; last {trained[-1] if trained else 'epoch: none logged'}")
-    return output
-
-
 @contextmanager
 def work_folder(keep: str):
     """--work DIR (kept, made once), else a temporary folder: the tokenizer and the training shards."""
@@ -139,11 +113,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds, after a warm-up round")
     parser.add_argument("--dense-mlm-head", action="store_true", help="both masked-LM heads at every position")
-    parser.add_argument("--budget-seconds", type=float, default=0,
-                        help="then pretrain each objective for this much CPU time (pretrain())")
+    parser.add_argument("--downstream", action="store_true",
+                        help="instead: pretrain both for the same CPU time and judge them downstream")
+    parser.add_argument("--cpu-minutes", type=float, default=10, help="--downstream: each objective's budget")
+    parser.add_argument("--seeds", type=int, default=3, help="--downstream: fine-tuning seeds per task")
+    parser.add_argument("--root", type=Path, help="--downstream: its cache (default: benchmarks/downstream.py's)")
     parser.add_argument("--work", default="", help="keep the tokenizer, shards and runs in this folder")
     parser.add_argument("--measure", choices=OBJECTIVES, help=argparse.SUPPRESS)  # the child processes' job
     args = parser.parse_args()
+    if args.downstream:
+        from downstream import DEFAULT_ROOT, compare
+
+        print(compare({"mlm": [], "electra": DOWNSTREAM_ELECTRA}, args.cpu_minutes * 60, args.seeds,
+                      args.root or DEFAULT_ROOT))
+        return
     if args.measure:
         print(json.dumps(measure(args.measure, Path(args.work), args.model_config, args.batch_size, args.steps,
                                  args.rounds, args.dense_mlm_head)))
@@ -173,11 +156,6 @@ def main() -> None:
         print(f"  ELECTRA / masked LM: {electra['seconds_per_step'] / mlm['seconds_per_step']:.2f}x the wall time of "
               f"a step, {electra['cpu_seconds_per_step'] / mlm['cpu_seconds_per_step']:.2f}x its CPU time, "
               f"{electra['flops_per_step'] / mlm['flops_per_step']:.2f}x its model FLOPs")
-        if args.budget_seconds:
-            print(f"Pretraining each for about {args.budget_seconds:g} CPU seconds:")
-            for objective in OBJECTIVES:
-                pretrain(objective, work, args.model_config, args.budget_seconds,
-                         results[objective]["cpu_seconds_per_step"], args.batch_size)
 
 
 if __name__ == "__main__":
