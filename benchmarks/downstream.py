@@ -252,7 +252,8 @@ def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = 3, ro
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu-minutes", type=float, default=DEFAULT_CPU_MINUTES, help="Pretraining budget, in CPU minutes.")
+    parser.add_argument("--cpu-minutes", type=float, default=DEFAULT_CPU_MINUTES,
+                        help="Pretraining budget, in CPU minutes.")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
@@ -260,7 +261,9 @@ def main() -> None:
                              "--recipe dense '--dense-mlm-head'.")
     args = parser.parse_args()
     started = time.perf_counter()
-    recipes = {"mlm": [], **{name: shlex.split(flags) for name, flags in args.recipe}}
+    # another budget's runs are other runs (pretrain() would train the cached ones again, over them)
+    suffix = "" if args.cpu_minutes == DEFAULT_CPU_MINUTES else f"-{args.cpu_minutes:g}min"
+    recipes = {f"mlm{suffix}": [], **{f"{name}{suffix}": shlex.split(flags) for name, flags in args.recipe}}
     print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root))
     print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, each "
           f"task's first {MAX_TRAIN_SAMPLES:,} training rows)")
