@@ -152,6 +152,16 @@ def test_the_dense_head_has_no_prediction_slots_to_set(task):
         make_task(task).check(TrainingConfig("t", "o", task=task, dense_mlm_head=True, max_predictions_per_seq=20))
 
 
+@pytest.mark.parametrize("task", ["classification", "generation", "sequence-classification", "token-classification"])
+def test_a_fine_tuning_task_starts_from_weights_or_from_a_shape_not_both(task):
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    for shape in ({"model_config": "small"}, {"config_overrides": "num_layers=2"}):
+        with pytest.raises(UserError, match="or --model-config/--config-overrides \\(from scratch\\), not both"):
+            make_task(task).check(TrainingConfig("t", "o", task=task, model_name_or_path="base", **shape))
+
+
 SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask_replace_prob": 0.5,
                           "random_replace_prob": 0.2, "dense_mlm_head": True, "max_predictions_per_seq": 20,
                           "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),

@@ -26,7 +26,8 @@ from mlm_tpu.shards.format import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION,
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.evaluation import PredictionValidation
-from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
+from mlm_tpu.training.task import (MASKING_SETTINGS, BestMetric, Task, Validation, check_one_start, refuse_masking,
+                                   run_tokenizer)
 
 DEFAULT_PRESET = "base"
 
@@ -95,9 +96,7 @@ class EncoderTask(Task):
 
     def check(self, config) -> None:
         super().check(config)
-        if config.model_name_or_path and (config.model_config or config.config_overrides):
-            raise UserError("give --model-name-or-path (a pretrained encoder) or --model-config/--config-overrides "
-                            "(from scratch), not both")
+        check_one_start(config, "a pretrained encoder")
 
     def load_tokenizer(self, config):
         return run_tokenizer(config)

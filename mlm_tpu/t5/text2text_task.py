@@ -27,7 +27,8 @@ from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.training.evaluation import PredictionValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
+from mlm_tpu.training.task import (MASKING_SETTINGS, BestMetric, Task, Validation, check_one_start, refuse_masking,
+                                   run_tokenizer)
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
 
@@ -80,9 +81,7 @@ class Text2TextTask(Task):
         if config.metric_for_best_model and config.metric_for_best_model not in BEST_METRICS[self.name]:
             raise UserError(f"--metric-for-best-model for {self.name} is one of {', '.join(BEST_METRICS[self.name])}, "
                             f"not {config.metric_for_best_model}")
-        if config.model_name_or_path and (config.model_config or config.config_overrides):
-            raise UserError("give --model-name-or-path (pretrained weights) or --model-config/--config-overrides "
-                            "(from scratch), not both")
+        check_one_start(config, "pretrained weights")
 
     def load_tokenizer(self, config):
         return run_tokenizer(config)

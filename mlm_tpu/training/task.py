@@ -45,6 +45,13 @@ def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
+def check_one_start(config: TrainingConfig, weights: str) -> None:
+    """A fine-tuning task starts from `weights` (--model-name-or-path) or from a shape (from scratch), not both."""
+    if config.model_name_or_path and (config.model_config or config.config_overrides):
+        raise UserError(f"give --model-name-or-path ({weights}) or --model-config/--config-overrides (from scratch), "
+                        "not both")
+
+
 def run_tokenizer(config: TrainingConfig):
     """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
     from mlm_tpu.tokenizer.load import load_tokenizer
