@@ -211,11 +211,25 @@ def test_help_lists_every_flag():
         assert flag in result.stdout, flag
 
 
-def test_a_resumed_job_leaves_another_jobs_claim_being_written_alone():
-    """A job starting on a split deletes its own half-written files, never another job's claim that is being
-    written (that broke the other job's claim with 'No such file', instead of refusing it in one line)."""
+def test_a_job_clears_a_killed_jobs_claim_and_a_claim_being_written_survives_it(tmp_path, monkeypatch):
+    """A job starting on a split deletes the half-written files killed jobs left, their claim's among them; a job
+    whose claim is half-written at that moment writes it again, so it still gets its one-line refusal or its claim."""
+    from mlm_tpu.shards import storage as storage_module
     from mlm_tpu.shards.format import WRITER_RECORD
     from mlm_tpu.shards.writer import written_files
 
-    sizes = {f".{WRITER_RECORD}.k2x9.partial": 40, ".train-00000-10.tfrecord.a1.partial": 900}
-    assert written_files(sizes, "train", None, None) == {".train-00000-10.tfrecord.a1.partial"}
+    sizes = {f".{WRITER_RECORD}.k2x9.partial": 0, ".train-00000-10.tfrecord.a1.partial": 900}
+    assert written_files(sizes, "train", None, None) == set(sizes)
+
+    link, cleared = os.link, []
+
+    def cleaned_first(temporary, final):  # another job clears the folder between the write and the move, once
+        if not cleared:
+            cleared.append(temporary)
+            os.remove(temporary)
+        link(temporary, final)
+
+    monkeypatch.setattr(storage_module.os, "link", cleaned_first)
+    storage = storage_module.LocalStorage(str(tmp_path / "split"))
+    assert storage.create(WRITER_RECORD, b'{"pid": 1}') and cleared
+    assert storage.read(WRITER_RECORD) == b'{"pid": 1}' and os.listdir(tmp_path / "split") == [WRITER_RECORD]

@@ -62,19 +62,26 @@ class LocalStorage:
         """Write `data` to a hidden temporary file, then put_in_place(temporary, final path): a reader never sees
         a part of it under its name."""
         self._make_folder()
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
-        try:
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(data)
-            give_umask_mode(temporary)
-            put_in_place(temporary, self.location(name))
-        except FileExistsError:
-            raise
-        except OSError as error:
-            raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+        for attempt in range(2):
+            descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
+            try:
+                with os.fdopen(descriptor, "wb") as stream:
+                    stream.write(data)
+                give_umask_mode(temporary)
+                put_in_place(temporary, self.location(name))
+                return
+            except FileExistsError:
+                raise
+            except FileNotFoundError as error:
+                # A job starting on the folder clears the temporary files killed jobs left, and can take this one
+                # between its write and its move: write it again, once.
+                if attempt or not os.path.isdir(self.folder):
+                    raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
+            except OSError as error:
+                raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
+            finally:
+                if os.path.exists(temporary):
+                    os.remove(temporary)
 
     def read(self, name: str) -> Optional[bytes]:
         try:

@@ -18,7 +18,7 @@ import numpy as np
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import encode_json, parse_json
 from mlm_tpu.output_dir import check_replacing, crc32c_base64
-from mlm_tpu.shards.format import (MANIFEST, SHARD_SUFFIX, WRITER_RECORD, feature_dtypes, is_shard_of,
+from mlm_tpu.shards.format import (MANIFEST, SHARD_SUFFIX, feature_dtypes, is_shard_of,
                                     manifest_features, progress_name, shard_name)
 from mlm_tpu.shards.packing import Features
 from mlm_tpu.shards.tfrecord import frame_records, iter_records, serialize_examples
@@ -43,10 +43,9 @@ def split_record(storage, sizes: Dict[str, int], prefix: str) -> Tuple[Optional[
 
 def written_files(sizes: Dict[str, int], prefix: str, kind: Optional[str], record: Optional[dict]) -> Set[str]:
     """The files of the split that mlm_tpu wrote, by its record (the shards it lists with their size, or those of
-    an unfinished job's prefix), and its half-written temporary files; not another job's claim being written
-    (mlm_tpu/claim.py): deleting that temporary file would break the other job's claim instead of refusing it."""
-    ours = {name for name in sizes if name.startswith(".") and name.endswith(".partial")
-            and not name.startswith(f".{WRITER_RECORD}.")}
+    an unfinished job's prefix), and its half-written temporary files, a killed job's claim among them (a live job
+    whose temporary file goes writes it again: shards/storage.py)."""
+    ours = {name for name in sizes if name.startswith(".") and name.endswith(".partial")}
     if kind == MANIFEST:
         ours |= {entry["name"] for entry in record["shards"] if entry["name"] in sizes and
                  entry.get("bytes", sizes[entry["name"]]) == sizes[entry["name"]]}
