@@ -9,6 +9,7 @@ their card. The stages never import a task: the command (api, cli) looks its plu
 mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -71,7 +72,13 @@ class BestMetric:
     higher_is_better: bool = True
 
     def improves(self, value: float, best: Optional[float]) -> bool:
-        return best is None or (value > best if self.higher_is_better else value < best)
+        """Whether `value` beats `best` (None: no epoch kept yet). NaN (a run that diverged) is the worst score, so
+        the next real one replaces it; as a comparison, `value > NaN` would be false for ever."""
+        if best is None:
+            return True
+        if math.isnan(value) or math.isnan(best):
+            return not math.isnan(value)
+        return value > best if self.higher_is_better else value < best
 
 
 class Validation:
