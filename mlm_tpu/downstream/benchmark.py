@@ -308,8 +308,8 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     from mlm_tpu.api import fine_tune
 
     protocol = config.protocol
-    if not protocol.metric_for_best_model:
-        protocol = protocol.with_overrides(metric_for_best_model=run.task.metrics[0])
+    if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives
+        protocol = protocol.with_overrides(metric_for_best_model=",".join(run.task.metrics))
     started, cpu_started = time.perf_counter(), time.process_time()
     level = logger.level
     if not config.verbose:
