@@ -23,7 +23,8 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 
-# A stamp holds the digest of the files its set was installed from; the full set's also covers the package's.
+# A stamp holds the digest of the files its set was installed from; the full set's also covers the package's, and
+# keeps the name and digest of earlier versions' one stamp (a .venv they made installs nothing again).
 package=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 full=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 package_stamp=.venv/.mlm_tpu-package-installed
