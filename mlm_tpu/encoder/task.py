@@ -16,7 +16,7 @@ from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTok
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
-from mlm_tpu.encoder.models import (Labels, check_encoder, encoder_from_scratch, longest_input, model_inputs,
+from mlm_tpu.encoder.models import (Labels, check_encoder, check_length, encoder_from_scratch, model_inputs,
                                     pretrained_encoder)
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
@@ -188,10 +188,7 @@ class EncoderTask(Task):
 
 
 def _check_length(model_config, length: int, flag: str, model: str) -> None:
-    limit = longest_input(model_config)
-    if length > limit:
-        raise UserError(f"{flag} holds {length}-token examples, longer than {model} reads ({limit} tokens); shard "
-                        f"with --max-length {limit} or less")
+    check_length(model_config, length, model, f"{flag} holds {length}-token examples", "shard with")
 
 
 class SequenceClassificationTask(EncoderTask):
