@@ -1216,3 +1216,53 @@ def test_fine_tuning_takes_the_bases_vocabulary_in_other_files_and_any_tokenizer
                        "--train-dataset", FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps",
                        1, "--output-dir", tmp_path / "adapter")
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def electra_folder(tmp_path_factory):
+    """An ELECTRA run's output folder (the discriminator, and its generator in generator/), two steps of the real
+    trainer on mlm_tpu 0.2's shards."""
+    import contextlib
+
+    import mlm_tpu
+
+    folder = tmp_path_factory.mktemp("electra") / "run"
+    with contextlib.redirect_stderr(io.StringIO()):
+        mlm_tpu.train_model(str(FIXTURES / "shards" / "train"), str(folder), tokenizer=str(FIXTURES / "tokenizer"),
+                            task="electra", model_config="electra-tiny", per_replica_batch_size=8, max_steps=2)
+    return folder
+
+
+def test_fill_mask_refuses_an_electra_discriminator_and_names_its_generator(electra_folder):
+    """The discriminator has no masked-LM head: a new one would guess every piece at about 1/vocabulary."""
+    before = tree(electra_folder)
+    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(electra_folder), "Paris is the [MASK].")
+    assert_user_error(result, f"--model {electra_folder} is an ELECTRA discriminator (it has no masked-LM head); use "
+                      f"its generator: {electra_folder / 'generator'}")
+    assert tree(electra_folder) == before
+    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(electra_folder / "generator"), "--json",
+                        "Paris is the [MASK].")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_delta_tuning_a_masked_lm_on_an_electra_discriminator_is_refused(electra_folder, tmp_path):
+    """The same check wherever a masked LM is loaded from a folder: here the base of --task mlm --delta."""
+    result = run_train("--task", "mlm", "--delta", "lora", "--model-name-or-path", electra_folder, "--train-dataset",
+                       FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
+                       tmp_path / "adapter")
+    assert_user_error(result, f"--model-name-or-path {electra_folder} is an ELECTRA discriminator", "no masked-LM head",
+                      f"use its generator: {electra_folder / 'generator'}")
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_an_electra_folder_still_evaluates_and_exports_as_electra(electra_folder, tmp_path):
+    """evaluate and export read the folder as the ELECTRA run it is (both models); the discriminator's card offers no
+    fill-mask, its generator's does."""
+    evaluation = run_module("mlm_tpu", "evaluate", "--model", str(electra_folder), "--eval-dataset",
+                            str(FIXTURES / "shards" / "validation"), "--json")
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    assert "discriminator_accuracy" in json.loads(evaluation.stdout)
+    export = run_module("mlm_tpu", "export", "--model", str(electra_folder), "--output-dir", str(tmp_path / "out"))
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert "pipeline_tag: feature-extraction" in (tmp_path / "out" / "README.md").read_text()
+    assert "pipeline_tag: fill-mask" in (tmp_path / "out" / "generator" / "README.md").read_text()
