@@ -1266,3 +1266,22 @@ def test_an_electra_folder_still_evaluates_and_exports_as_electra(electra_folder
     assert export.returncode == 0, export.stderr[-3000:]
     assert "pipeline_tag: feature-extraction" in (tmp_path / "out" / "README.md").read_text()
     assert "pipeline_tag: fill-mask" in (tmp_path / "out" / "generator" / "README.md").read_text()
+
+
+def test_fill_mask_refuses_a_fine_tuned_classifier(tmp_path):
+    """A sequence classifier has no masked-LM head either: a new one would guess at random."""
+    from transformers import RobertaConfig, TFRobertaForSequenceClassification
+
+    folder = tmp_path / "classifier"
+    config = RobertaConfig(vocab_size=300, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=66, num_labels=2)
+    model = TFRobertaForSequenceClassification.from_config(config)
+    model(model.dummy_inputs)
+    model.save_pretrained(folder)
+    for name in os.listdir(FIXTURES / "tokenizer"):
+        shutil.copy(FIXTURES / "tokenizer" / name, folder / name)
+    before = tree(folder)
+    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(folder), "Paris is the <mask>.")
+    assert_user_error(result, f"--model {folder} is a fine-tuned RobertaForSequenceClassification",
+                      "no masked-LM head", "fill masks with the masked LM it was fine-tuned from")
+    assert tree(folder) == before

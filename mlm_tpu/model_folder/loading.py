@@ -22,6 +22,9 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 # original ones and fills no masks, and in GENERATOR_FOLDER the masked LM trained beside it.
 DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
 GENERATOR_FOLDER = "generator"
+# The task heads transformers puts on an encoder in place of its masked-LM head.
+TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                      "ForMultipleChoice")
 
 
 def check_model_folder(name_or_path: str, flag: str) -> None:
@@ -153,9 +156,15 @@ def new_weight_names(model, reported) -> list:
 
 
 def check_masked_lm_head(name_or_path: str, model_class, flag: str) -> None:
-    """A masked LM (`model_class`) loaded from an ELECTRA discriminator would get a new, untrained head, and guess
-    every piece at about 1/vocabulary: refused, pointing to the generator, the masked LM trained beside it."""
-    if not model_class.__name__.endswith("ForMaskedLM") or architecture(name_or_path) != DISCRIMINATOR_ARCHITECTURE:
+    """A masked LM (`model_class`) loaded from an ELECTRA discriminator or a fine-tuned classifier or tagger would
+    get a new, untrained head, and guess every piece at about 1/vocabulary: refused, pointing to the masked LM."""
+    if not model_class.__name__.endswith("ForMaskedLM"):
+        return
+    saved = architecture(name_or_path) or ""
+    if saved.endswith(TASK_HEAD_SUFFIXES):
+        raise UserError(f"{flag} {name_or_path} is a fine-tuned {saved} (it has no masked-LM head); fill masks "
+                        "with the masked LM it was fine-tuned from")
+    if saved != DISCRIMINATOR_ARCHITECTURE:
         return
     generator = os.path.join(name_or_path, GENERATOR_FOLDER)
     use = (f"use its generator: {generator}" if os.path.isfile(os.path.join(generator, "config.json")) else
