@@ -51,6 +51,7 @@ def from_tokenizer_json(source: str, config: dict):
     from transformers.utils import cached_file
 
     settings = {key: value for key, value in config.items() if key not in TRANSFORMERS_5_BOOKKEEPING}
+    settings = PreTrainedTokenizerFast.convert_added_tokens(settings)  # a special token saved with its flags
     return PreTrainedTokenizerFast(tokenizer_file=cached_file(source, "tokenizer.json"), name_or_path=source,
                                    **{**settings, **transformers_4_settings(config)})
 
