@@ -174,7 +174,7 @@ def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str)
 
     recorded = (shards.manifest or {}).get("settings", {}).get("tokenizer_fingerprint")
     given = tokenizer_fingerprint(tokenizer) if recorded else None
-    if recorded != given:
+    if recorded != given and recorded != tokenizer_fingerprint(tokenizer, as_saved=True):
         raise UserError(f"{flag}: the shards in {shards.folder} were made with another tokenizer than {tokenizer_flag} "
                         f"(fingerprint {recorded}, not {given}); pass the tokenizer that made them, or re-shard with "
                         "this one")
