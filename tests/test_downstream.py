@@ -97,13 +97,17 @@ def test_a_killed_benchmark_finishes_the_missing_runs_and_reports_the_runs_own_s
     captured = capsys.readouterr()
     assert "Sharding" not in captured.err and captured.err.count("read back") == 1
     header, line = captured.out.splitlines()[:2]
-    assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "gain"]
+    assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "tf-idf",
+                              "whole", "texts", "gain"]  # sentences longer than 32 tokens were cut
     scratch_label = next(path.name for path in (output_dir / "runs" / "rotten-tomatoes").iterdir()
                          if path.name.startswith("scratch-") and path.is_dir())
     (model,), (scratch,) = (recorded_scores(output_dir, "rotten-tomatoes", name, (1,)) for name in (label, scratch_label))
-    floor = json.loads((output_dir / "runs" / "rotten-tomatoes" / "tfidf.json").read_text())["scores"]["accuracy"]
+    (record,) = (output_dir / "runs" / "rotten-tomatoes").glob("tfidf-*.json")  # named by its cut, which it records
+    floor = json.loads(record.read_text())
+    assert record.name == f"tfidf-{floor['cut']['tokenizer']}-len{MAX_LENGTH}.json" and sum(floor["texts_cut"]) > 0
     assert line.split() == ["rotten-tomatoes", "accuracy", "48", "32", f"{100 * model:.1f}", f"{100 * scratch:.1f}",
-                            f"{100 * floor:.1f}", f"{100 * model - 100 * scratch:+.1f}"]
+                            *(f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")),
+                            f"{100 * model - 100 * scratch:+.1f}"]
 
     # another protocol in the same folder is refused, nothing changed
     before = stamps(output_dir)
