@@ -26,6 +26,7 @@ Everything is cached under --root: a re-run does only what is missing (a killed 
 backup, finished fine-tuning runs are read back).
 
 Usage: python benchmarks/downstream.py [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
+       python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
 """
 
 import argparse
@@ -297,7 +298,8 @@ def main() -> None:
             print(f"{task}: {100 * floor['scores']['accuracy']:.1f} on the first {MAX_LENGTH} tokens "
                   f"({floor['texts_cut'][0]:,} training and {floor['texts_cut'][1]:,} dev texts cut), "
                   f"{100 * floor.get('whole_text_scores', floor['scores'])['accuracy']:.1f} whole")
-        print(f"({(time.perf_counter() - started) / 60:.1f} min wall on this machine)")
+        print(f"({(time.perf_counter() - started) / 60:.1f} min wall, {time.process_time() / 60:.1f} CPU min on this "
+              "machine)")
         return
     # another budget's runs are other runs (pretrain() would train the cached ones again, over them)
     suffix = "" if args.cpu_minutes == DEFAULT_CPU_MINUTES else f"-{args.cpu_minutes:g}min"
