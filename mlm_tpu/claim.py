@@ -22,6 +22,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import encode_json
 
 STALE_SECONDS = 600
+PROCESS_STARTED = time.time()  # about when this process started (the project's modules load at its start)
 
 
 class Claim:
@@ -42,7 +43,7 @@ class Claim:
             self.refreshed = time.monotonic()
             return
         other = self._other()
-        if other is not None and _still_running(other):
+        if other is not None and writer_running(other.get("host"), other.get("pid"), other.get("updated")):
             raise UserError(f"{self.storage.location()} is being written by another {self.job} (host "
                             f"{other.get('host')}, process {other.get('pid')}, started {other.get('started')}); "
                             f"wait for it to finish, or {self.elsewhere}. If that job is no longer running, delete "
@@ -69,11 +70,18 @@ class Claim:
         self.storage.delete(self.name)
 
 
-def _still_running(record: dict) -> bool:
-    if record.get("host") != socket.gethostname():
-        return time.time() - float(record.get("updated", 0)) < STALE_SECONDS
+def writer_running(host, pid, updated) -> bool:
+    """Whether the process `pid` on `host` that wrote something (a claim, a temporary file) last at `updated` (seconds
+    since the epoch) still runs: on this host, whether that process exists (one with this process's number that
+    wrote before it started was an earlier one, in a container restarted with the same numbers); on another, whether
+    it wrote within STALE_SECONDS."""
+    if host != socket.gethostname():
+        return time.time() - float(updated or 0) < STALE_SECONDS
     try:
-        os.kill(int(record.get("pid", 0)), 0)
+        pid = int(pid or 0)
+        if pid == os.getpid():
+            return float(updated or 0) >= PROCESS_STARTED
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, ValueError, OverflowError):

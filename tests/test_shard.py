@@ -158,6 +158,96 @@ def test_killed_run_rerun_with_the_same_command_ends_identical_to_a_clean_run(wi
     assert all_files(interrupted) == all_files(tmp_path / "clean")
 
 
+# Runs `python -m mlm_tpu.shard ARGS` with its claim made at one instant shared with another job: the process says
+# it is ready (BARRIER.ready.PID), the test writes the instant to BARRIER once both are, and the claim waits for it,
+# plus DELAY seconds. From then on each call that makes, lists, reads or removes files takes LATENCY seconds more, as
+# on a network file system or a loaded machine: what one job does to the folder meets the other's steps.
+CLAIM_TOGETHER = """import functools, os, runpy, sys, time
+import mlm_tpu.claim
+acquire, barrier, delay, latency = mlm_tpu.claim.Claim.acquire, *sys.argv[1:4]
+del sys.argv[1:4]
+def slow(call):
+    @functools.wraps(call)
+    def after_a_while(*args, **kwargs):
+        time.sleep(float(latency))
+        return call(*args, **kwargs)
+    return after_a_while
+def acquire_together(self):
+    open(f"{barrier}.ready.{os.getpid()}", "w").close()
+    deadline = time.monotonic() + 300
+    while not os.path.exists(barrier) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    start = float(open(barrier).read()) + float(delay)
+    while time.time() < start:
+        pass
+    for name in ("open", "stat", "listdir", "remove", "link", "replace"):
+        setattr(os, name, slow(getattr(os, name)))
+    acquire(self)
+mlm_tpu.claim.Claim.acquire = acquire_together
+runpy.run_module("mlm_tpu.shard", run_name="__main__", alter_sys=True)
+"""
+RACES = 20
+
+
+def _start_together(jobs, barrier, latency, timeout=120):
+    """Start each (command, delay) so that its claim is made `delay` seconds after a shared instant, each of its file
+    calls then `latency` seconds slow; the processes."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    processes = [subprocess.Popen([sys.executable, "-c", CLAIM_TOGETHER, str(barrier), repr(delay), repr(latency),
+                                   *command],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for command, delay in jobs]
+    deadline = time.monotonic() + timeout
+    while len(list(barrier.parent.glob(f"{barrier.name}.ready.*"))) < len(jobs) and time.monotonic() < deadline \
+            and all(process.poll() is None for process in processes):
+        time.sleep(0.01)
+    barrier.with_suffix(".next").write_text(repr(time.time() + 0.05))
+    os.replace(barrier.with_suffix(".next"), barrier)
+    return processes
+
+
+@pytest.mark.slow
+def test_two_sharders_started_together_with_other_settings_one_wins_and_the_folder_is_a_clean_run(
+        wikitext_path, tmp_path):
+    """Issue 37: of two jobs claiming one split at once, with different --max-length, exactly one writes it (exit 0)
+    and the other stops with one line (exit 2): refused by the winner's claim, or, once the winner has finished,
+    by its finished split of other settings; no traceback, and the folder holds exactly what a clean run of the winner
+    writes, nothing of the loser's. The second claim comes 14 to 33 ms after the first (each file call 5 ms slow), the
+    first by turns: the old code's winner deleted the loser's claim being created, and died of it, in about 1 race of
+    20 (in each of three runs); test_a_job_clears_the_temporary_files_... shows the cause every time."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(wikitext_path.read_text(encoding="utf-8").splitlines(keepends=True)[:300]),
+                      encoding="utf-8")
+
+    def flags(max_length, output_dir):
+        return ["--tokenizer", str(REPO_ROOT / "tests" / "fixtures" / "unigram-0.4" / "mlm"), "--text-files",
+                str(corpus), "--max-length", max_length, "--shard-size", "20", "--output-dir", str(output_dir)]
+
+    lengths = ("64", "32")
+    clean = {}
+    for max_length in lengths:
+        result = run_module("mlm_tpu.shard", *flags(max_length, tmp_path / f"clean-{max_length}"))
+        assert result.returncode == 0, result.stderr
+        clean[max_length] = all_files(tmp_path / f"clean-{max_length}")
+    refusals = ("is being written by another sharding job", "holds a finished split made with other settings")
+    for race in range(RACES):
+        folder = tmp_path / f"race-{race}"
+        delays = [0.0, 0.014 + race * 0.001][::1 if race % 2 else -1]
+        processes = _start_together([(flags(max_length, folder), delay) for max_length, delay in zip(lengths, delays)],
+                                    tmp_path / f"barrier-{race}", latency=0.005)
+        stderrs = [process.communicate(timeout=300)[1] for process in processes]
+        results = [subprocess.CompletedProcess(process.args, process.returncode, "", stderr)
+                   for process, stderr in zip(processes, stderrs)]
+        said = f"race {race}: " + "\n".join(result.stderr[-2000:] for result in results)
+        assert all("Traceback" not in result.stderr for result in results), said
+        codes = [result.returncode for result in results]
+        assert sorted(codes) == [0, 2], said
+        error = assert_user_error(results[codes.index(2)])
+        assert any(refusal in error for refusal in refusals), said
+        winner = lengths[codes.index(0)]
+        assert all_files(folder) == clean[winner], f"race {race}: not what a clean run of --max-length {winner} writes"
+
+
 def test_max_length_not_a_multiple_of_8_warns(wikitext_tokenizer, tmp_path):
     result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "100",
                    "--max-length", "100")
@@ -211,25 +301,37 @@ def test_help_lists_every_flag():
         assert flag in result.stdout, flag
 
 
-def test_a_job_clears_a_killed_jobs_claim_and_a_claim_being_written_survives_it(tmp_path, monkeypatch):
-    """A job starting on a split deletes the half-written files killed jobs left, their claim's among them; a job
-    whose claim is half-written at that moment writes it again, so it still gets its one-line refusal or its claim."""
-    from mlm_tpu.shards import storage as storage_module
+def test_a_job_clears_the_temporary_files_of_killed_jobs_and_never_one_a_live_job_writes(tmp_path):
+    """A job starting on a split deletes the half-written files killed jobs left (a killed job's claim among them),
+    by the writer its name gives; another job's claim being created, or a retried bundle's shard, is that live
+    job's to move or remove: deleting it broke the other job's write (issue 37's FileNotFoundError)."""
+    import socket
+
+    from mlm_tpu.claim import STALE_SECONDS
     from mlm_tpu.shards.format import WRITER_RECORD
-    from mlm_tpu.shards.writer import written_files
+    from mlm_tpu.shards.storage import LocalStorage
+    from mlm_tpu.shards.writer import ShardWriter
 
-    sizes = {f".{WRITER_RECORD}.k2x9.partial": 0, ".train-00000-10.tfrecord.a1.partial": 900}
-    assert written_files(sizes, "train", None, None) == set(sizes)
-
-    link, cleared = os.link, []
-
-    def cleaned_first(temporary, final):  # another job clears the folder between the write and the move, once
-        if not cleared:
-            cleared.append(temporary)
-            os.remove(temporary)
-        link(temporary, final)
-
-    monkeypatch.setattr(storage_module.os, "link", cleaned_first)
-    storage = storage_module.LocalStorage(str(tmp_path / "split"))
-    assert storage.create(WRITER_RECORD, b'{"pid": 1}') and cleared
-    assert storage.read(WRITER_RECORD) == b'{"pid": 1}' and os.listdir(tmp_path / "split") == [WRITER_RECORD]
+    host = socket.gethostname()
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait(timeout=60)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        split = tmp_path / "split"
+        split.mkdir()
+        killed = [f".{WRITER_RECORD}.{gone.pid}@{host}.k2x9.partial", ".dataset-00000-10.tfrecord.a1.partial",
+                  f".dataset-00001-10.tfrecord.{os.getpid()}@{host}.old1.partial",  # this process's number, before it
+                  ".dataset-00002-10.tfrecord.7@another-host.old2.partial"]  # not refreshed for STALE_SECONDS
+        writing = [f".{WRITER_RECORD}.{live.pid}@{host}.w3z1.partial", f".{WRITER_RECORD}.7@another-host.w4.partial"]
+        for name in killed + writing:
+            (split / name).write_bytes(b"{")
+        for name in killed[2:]:
+            old = time.time() - 2 * STALE_SECONDS
+            os.utime(split / name, (old, old))
+        storage = LocalStorage(str(split))
+        assert sorted(storage.left_temporaries(storage.sizes())) == sorted(killed)
+        ShardWriter(storage, "dataset", 10, {"input_ids": 8}, {}).resume_point(overwrite=False)
+        assert sorted(os.listdir(split)) == sorted(writing)
+    finally:
+        live.kill()
+        live.wait(timeout=60)

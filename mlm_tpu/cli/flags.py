@@ -124,18 +124,21 @@ def add_masking_flags(flags: ConfigFlags, parser, who: str, probability_default:
     flags.add(parser, "--mlm-probability", type=float,
               help=f"{who}: share of tokens masked (default: {probability_default}).")
     flags.add(parser, "--masking", choices=MASKINGS,
-              help=f"{who}: token: each token masked on its own (🤗's collator; the default). whole-word: every piece "
-                   "of a chosen word (BERT's whole-word masking), words taken at random until --mlm-probability of a "
-                   "row's tokens are masked. span: SpanBERT's spans of whole words, their lengths in words geometric "
-                   "(p = 0.2, at most 10, mean 3.8), until that share is masked. Words are read from the tokenizer's "
-                   "marks: ▁ (Unigram), Ġ (byte-level BPE), ## (WordPiece).")
+              help=f"{who}: token: each token masked on its own (🤗's collator; the default); for --task electra, "
+                   "ELECTRA's: exactly round(--mlm-probability x the row's tokens) in each row. whole-word: every "
+                   "piece of a chosen word (BERT's whole-word masking), words taken at random while they fit a "
+                   "budget of round(--mlm-probability x the row's tokens), a word that does not fit skipped. span: "
+                   "SpanBERT's spans of whole words, their lengths in words geometric (p = 0.2, at most 10, mean "
+                   "3.8), until that share is masked. Words are read from the tokenizer's marks: ▁ (Unigram), Ġ "
+                   "(byte-level BPE), ## (WordPiece).")
     flags.add(parser, "--mask-replace-prob", type=float, metavar="P",
-              help=f"{who}: share of the masked tokens that become the mask token (default: 0.8; 🤗's "
-                   "DataCollatorForLanguageModeling's name and meaning). Decided per token, but per span with "
-                   "--masking span, as SpanBERT does.")
+              help=f"{who}: share of the masked tokens that become the mask token (default: 0.8; for --task "
+                   "electra, ELECTRA's 0.85; 🤗's DataCollatorForLanguageModeling's name and meaning). Decided per "
+                   "token, but per span with --masking span, as SpanBERT does.")
     flags.add(parser, "--random-replace-prob", type=float, metavar="P",
-              help=f"{who}: share of the masked tokens that become a random token (default: 0.1); the rest, "
-                   "1 - --mask-replace-prob - --random-replace-prob, stay unchanged (still predicted).")
+              help=f"{who}: share of the masked tokens that become a random token (default: 0.1; for --task "
+                   "electra, ELECTRA's 0); the rest, 1 - --mask-replace-prob - --random-replace-prob, stay unchanged "
+                   "(still predicted).")
 
 
 def add_hardware_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix: str = "hardware.") -> Any:

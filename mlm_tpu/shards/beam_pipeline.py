@@ -208,9 +208,8 @@ class WriteManifest(_WritingTheSplit):
                                "examples the corpus makes")
         write_manifest(self.storage, self.config.prefix, manifest_of(self.settings, maker.feature_lengths, totals,
                                                                      shards))
-        for name in self.storage.sizes():  # temporary files of attempts killed while writing a shard
-            if name.startswith(".") and name.endswith(".partial"):
-                self.storage.delete(name)
+        for name in self.storage.left_temporaries(self.storage.sizes()):  # of attempts killed writing a shard
+            self.storage.delete(name)
         yield len(shards)
 
 

@@ -2,17 +2,26 @@
 
 Both make a file appear under its final name only when complete (local: write a hidden temp
 file, then rename; GCS: an upload is atomic), so a crash never leaves a half-written shard
-under a shard's name. GCS goes through google-cloud-storage (which honours
-`STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
+under a shard's name. A temporary file's name says which process writes it, so that a job
+starting on the folder clears those of killed jobs and never one a live job is about to move
+(another job's claim being created, a retried Beam bundle's shard). GCS goes through
+google-cloud-storage (which honours `STORAGE_EMULATOR_HOST`), retrying transient errors for up to `retry_seconds`.
 """
 
+import contextlib
 import os
+import re
+import socket
+import stat
 import tempfile
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
+from mlm_tpu.claim import writer_running
 from mlm_tpu.cloud_storage import bucket_and_path, gcs_call, make_client
 from mlm_tpu.errors import UserError
 from mlm_tpu.output_dir import give_umask_mode
+
+TEMPORARY_WRITER = re.compile(r"\.(?P<pid>\d+)@(?P<host>[^/]+)\.[^.]+\.partial$")  # .NAME.PID@HOST.RANDOM.partial
 
 
 class LocalStorage:
@@ -35,8 +44,31 @@ class LocalStorage:
         """Each file of the split and its size in bytes."""
         if not os.path.isdir(self.folder):
             return {}
-        paths = {name: self.location(name) for name in os.listdir(self.folder)}
-        return {name: os.path.getsize(path) for name, path in sorted(paths.items()) if os.path.isfile(path)}
+        sizes = {}
+        for name in sorted(os.listdir(self.folder)):
+            try:
+                facts = os.stat(self.location(name))
+            except FileNotFoundError:  # another job's temporary file, moved or removed since the listing
+                continue
+            if stat.S_ISREG(facts.st_mode):
+                sizes[name] = facts.st_size
+        return sizes
+
+    def left_temporaries(self, sizes: Dict[str, int]) -> List[str]:
+        """The temporary files among `sizes` that no running process will move or remove: a killed job's (a live
+        job's are its own, its claim being created among them: deleting one would break that job's write)."""
+        return [name for name in sizes if name.startswith(".") and name.endswith(".partial")
+                and not self._writer_runs(name)]
+
+    def _writer_runs(self, name: str) -> bool:
+        writer = TEMPORARY_WRITER.search(name)
+        if writer is None:  # an earlier version's, whose writer is unknown
+            return False
+        try:
+            written = os.path.getmtime(self.location(name))
+        except FileNotFoundError:  # moved or removed by its writer just now
+            return True
+        return writer_running(writer["host"], writer["pid"], written)
 
     def _make_folder(self) -> None:
         if not os.path.isdir(self.folder):
@@ -59,29 +91,23 @@ class LocalStorage:
         return True
 
     def _publish(self, name: str, data: bytes, put_in_place) -> None:
-        """Write `data` to a hidden temporary file, then put_in_place(temporary, final path): a reader never sees
-        a part of it under its name."""
+        """Write `data` to a hidden temporary file named after this process, then put_in_place(temporary, final
+        path): a reader never sees a part of it under its name."""
         self._make_folder()
-        for attempt in range(2):
-            descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=self.folder)
-            try:
-                with os.fdopen(descriptor, "wb") as stream:
-                    stream.write(data)
-                give_umask_mode(temporary)
-                put_in_place(temporary, self.location(name))
-                return
-            except FileExistsError:
-                raise
-            except FileNotFoundError as error:
-                # A job starting on the folder clears the temporary files killed jobs left, and can take this one
-                # between its write and its move: write it again, once.
-                if attempt or not os.path.isdir(self.folder):
-                    raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
-            except OSError as error:
-                raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
-            finally:
-                if os.path.exists(temporary):
-                    os.remove(temporary)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}@{socket.gethostname()}.",
+                                                 suffix=".partial", dir=self.folder)
+        try:
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(data)
+            give_umask_mode(temporary)
+            put_in_place(temporary, self.location(name))
+        except FileExistsError:
+            raise
+        except OSError as error:
+            raise UserError(f"cannot write {self.location(name)}: {error.strerror or error}") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):  # moved into place
+                os.remove(temporary)
 
     def read(self, name: str) -> Optional[bytes]:
         try:
@@ -91,8 +117,8 @@ class LocalStorage:
             return None
 
     def delete(self, name: str) -> None:
-        """Remove `name`; a folder this job made and left empty goes too."""
-        if os.path.exists(self.location(name)):
+        """Remove `name` (gone already is as good); a folder this job made and left empty goes too."""
+        with contextlib.suppress(FileNotFoundError):
             os.remove(self.location(name))
         if self.made_folder and not os.listdir(self.folder):
             os.rmdir(self.folder)
@@ -131,6 +157,10 @@ class GcsStorage:
             self.bucket, prefix=f"{self.prefix}/" if self.prefix else None, retry=self.retry, timeout=self.timeout)))
         return {blob.name[start:]: blob.size for blob in sorted(blobs, key=lambda blob: blob.name)
                 if "/" not in blob.name[start:]}
+
+    def left_temporaries(self, sizes: Dict[str, int]) -> List[str]:
+        """None: an upload is atomic, and leaves no temporary object."""
+        return []
 
     def write(self, name: str, data: bytes) -> None:
         blob = self.bucket.blob(self._object(name))

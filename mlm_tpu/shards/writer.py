@@ -41,11 +41,12 @@ def split_record(storage, sizes: Dict[str, int], prefix: str) -> Tuple[Optional[
     return kind, record
 
 
-def written_files(sizes: Dict[str, int], prefix: str, kind: Optional[str], record: Optional[dict]) -> Set[str]:
+def written_files(storage, sizes: Dict[str, int], prefix: str, kind: Optional[str],
+                  record: Optional[dict]) -> Set[str]:
     """The files of the split that mlm_tpu wrote, by its record (the shards it lists with their size, or those of
-    an unfinished job's prefix), and its half-written temporary files, a killed job's claim among them (a live job
-    whose temporary file goes writes it again: shards/storage.py)."""
-    ours = {name for name in sizes if name.startswith(".") and name.endswith(".partial")}
+    an unfinished job's prefix), and the temporary files killed jobs left, a killed job's claim among them (never
+    one a live job writes: storage.py)."""
+    ours = set(storage.left_temporaries(sizes))
     if kind == MANIFEST:
         ours |= {entry["name"] for entry in record["shards"] if entry["name"] in sizes and
                  entry.get("bytes", sizes[entry["name"]]) == sizes[entry["name"]]}
@@ -57,7 +58,7 @@ def written_files(sizes: Dict[str, int], prefix: str, kind: Optional[str], recor
 def files_not_written(storage, prefix: str) -> List[str]:
     """The files of a split that mlm_tpu did not write (hidden ones, its bookkeeping, aside)."""
     sizes = storage.sizes()
-    ours = written_files(sizes, prefix, *split_record(storage, sizes, prefix))
+    ours = written_files(storage, sizes, prefix, *split_record(storage, sizes, prefix))
     return [name for name in sizes if name not in ours and not name.startswith(".")]
 
 
@@ -138,7 +139,7 @@ class ShardWriter:
         the split's record names (see `split_record`), and a shard it does not name is never replaced."""
         sizes = self.storage.sizes()
         kind, record = split_record(self.storage, sizes, self.prefix)
-        ours = written_files(sizes, self.prefix, kind, record)
+        ours = written_files(self.storage, sizes, self.prefix, kind, record)
         if kind == MANIFEST and not overwrite:
             return self._check_complete(record)
         others = [name for name in sizes if name.endswith(SHARD_SUFFIX) and name not in ours]

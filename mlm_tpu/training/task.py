@@ -152,6 +152,11 @@ class Task:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
 
+    def with_defaults(self, config: TrainingConfig) -> TrainingConfig:
+        """`config` with the task's defaults filled in where they depend on the task, so that training_args.json and
+        the backup's settings record the values the run used (the masked LM's replacement split)."""
+        return config
+
     def check_base(self, base_config, where: str) -> None:
         """Refuse a pretrained model (its config: nothing is loaded yet) this task cannot start from; `where` names
         it ("--model-name-or-path runs/x")."""

@@ -247,7 +247,7 @@ class Trainer:
 
     def run(self) -> TrainingResult:
         check_config(self.config, self.task)
-        self.config = with_schedule_defaults(self.config)
+        self.config = self.task.with_defaults(with_schedule_defaults(self.config))
         strategy = set_up(self.config.hardware, multi_worker=True)
         self.worker = worker_of(strategy)
         with StopRequests(strategy, self.worker) as stops, \
