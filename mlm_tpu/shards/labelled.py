@@ -215,6 +215,17 @@ class FixedLengthEncoder:
         encodings = self.tokenizer.encode_batch_fast(list(zip(texts, pairs)) if pairs is not None else list(texts))
         return self._features(encodings), sum(bool(e.overflowing) for e in encodings)
 
+    def kept_texts(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None
+                   ) -> Tuple[List[str], Optional[List[str]], int]:
+        """(each text, and pair, cut where these inputs cut it: up to the end of its last piece kept; how many were
+        cut): what a model fed these inputs reads of them, for a model that reads words (the TF-IDF floor)."""
+        # (encode_batch, not encode_batch_fast: the offsets say where each kept piece ends)
+        encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)) if pairs is not None else list(texts))
+        sides = [list(texts)] + ([list(pairs)] if pairs is not None else [])
+        kept = [[_kept_text(text, encoding, side) if encoding.overflowing else text
+                 for text, encoding in zip(column, encodings)] for side, column in enumerate(sides)]
+        return kept[0], kept[1] if pairs is not None else None, sum(bool(e.overflowing) for e in encodings)
+
     def words(self, rows: Sequence[Sequence[str]]) -> Tuple[Features, List[List[Optional[int]]], int]:
         """(input features of each row of words; each token's word index, None on special tokens and padding; how
         many rows were cut)."""
@@ -223,6 +234,12 @@ class FixedLengthEncoder:
         # (encode_batch_fast leaves out the offsets, and with them the word ids)
         encodings = self.words_tokenizer.encode_batch([list(row) for row in rows], is_pretokenized=True)
         return self._features(encodings), [e.word_ids for e in encodings], sum(bool(e.overflowing) for e in encodings)
+
+
+def _kept_text(text: str, encoding, side: int) -> str:
+    """`text` up to the end of the last of its pieces `encoding` kept (`side`: 0 the text, 1 its pair)."""
+    ends = [end for sequence, (_, end) in zip(encoding.sequence_ids, encoding.offsets) if sequence == side]
+    return text[:max(ends, default=0)]
 
 
 def _with_prefix_spaces(tokenizer):
