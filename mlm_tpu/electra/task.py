@@ -33,7 +33,6 @@ from mlm_tpu.training.task import Validation
 class ElectraTask(MaskedLmTask):
     model_class = TFElectraForPreTraining
     accuracy_name = "discriminator_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows

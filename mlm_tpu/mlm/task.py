@@ -27,11 +27,9 @@ from mlm_tpu.training.task import Task, Validation, tokenizer_source
 
 
 class MaskedLmTask(Task):
-    shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model",
-                       "generator_size_ratio", "discriminator_weight")
+    takes_pretrained_weights = False  # pretrains from scratch (a delta tunes a pretrained one: delta/task.py)
 
     def __init__(self, name: str):
         super().__init__(name)

@@ -9,10 +9,12 @@ their card. The stages never import a task: the command (api, cli) looks its plu
 mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.settings import MaskingSettings
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
@@ -23,8 +25,8 @@ Scores = Dict[str, float]
 # a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
 # beyond its prediction slots); the trainer adds them up and the epoch's log line says how many (describe_left_out)
 TARGETS_LEFT_OUT = "targets_left_out"
-# the settings of masked-LM masking (mlm/masking.py), which the other tasks refuse
-MASKING_SETTINGS = ("mlm_probability", "masking", "mask_replace_prob", "random_replace_prob")
+# the settings of masked-LM masking (mlm/masking.py), which evaluating or inspecting what is not a masked LM refuses
+MASKING_SETTINGS = tuple(field.name for field in dataclasses.fields(MaskingSettings))
 
 
 def refuse_masking(config, what: str) -> None:
@@ -88,10 +90,9 @@ class Validation:
 class Task:
     """The interface the trainer (and the evaluate command) drives, one instance per run."""
 
-    shard_kind: str  # the kind of split it trains on (mlm_tpu.shards.format.KINDS)
     model_class: type  # the transformers TF class of its models
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
-    unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
+    takes_pretrained_weights = True  # whether it can start from --model-name-or-path (the masked LM: from scratch)
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
     # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
@@ -104,14 +105,25 @@ class Task:
     def __init__(self, name: str):
         self.name = name
 
+    @property
+    def declared(self):
+        """Its declaration in the task registry (mlm_tpu/tasks.py): settings, shard kind, head."""
+        from mlm_tpu.tasks import TASKS_DECLARED
+
+        return TASKS_DECLARED[self.name]
+
+    @property
+    def shard_kind(self) -> str:
+        """The kind of split it trains on (mlm_tpu.shards.format.KINDS)."""
+        return self.declared.shard_kind
+
     def check(self, config: TrainingConfig) -> None:
-        """Refuse settings that belong to other tasks, and settings of this one that cannot work."""
+        """Refuse settings of this task that cannot work (those of other tasks: tasks.check_settings)."""
         if config.task != self.name:
             raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
-        for name in self.unused_settings:
-            value = getattr(config, name)
-            if not (value is None or value is False or value == ()):
-                raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
+        if config.model_name_or_path and not self.takes_pretrained_weights:
+            raise UserError(f"--model-name-or-path does not apply to --task {self.name}, which trains from scratch; "
+                            "drop it (or add --delta to tune that model)")
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
