@@ -139,11 +139,11 @@ def test_a_flat_training_args_json_written_before_the_registry_replays(file):
 @pytest.mark.parametrize("flags, phrase", [
     (["--task", "mlm", "--labels", "a", "b"], "--labels is a setting of --task classification, not of --task mlm; "
                                               "drop --labels"),
-    (["--task", "sequence-classification", "--max-new-tokens", "5"], "--max-new-tokens is a setting of --task "
-                                                                     "generation, not of --task sequence-classification"),
-    (["--task", "electra", "--metric-for-best-model", "loss"], "--metric-for-best-model is a setting of --task "
-                                                               "classification and --task generation and --task "
-                                                               "sequence-classification and --task token-classification"),
+    (["--task", "sequence-classification", "--max-new-tokens", "5"],
+     "--max-new-tokens is a setting of --task generation, not of --task sequence-classification"),
+    (["--task", "electra", "--metric-for-best-model", "loss"],
+     "--metric-for-best-model is a setting of --task classification and --task generation and --task "
+     "sequence-classification and --task token-classification"),
     (["--task", "span-corruption", "--dense-mlm-head"], "--dense-mlm-head is a setting of --task mlm and --task "
                                                         "electra, not of --task span-corruption"),
     (["--lora-rank", "4"], "--lora-rank is a setting of --delta lora, not of a run without --delta (every weight "

@@ -32,9 +32,9 @@ RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its se
 
 GROUPS = (  # the --help's groups after hardware (add_hardware_flags'), in order, with what each says of itself
     ("task", None), ("data", None), ("model and optimisation", None),
-    ("delta-tuning", "Train a small delta on the frozen --model-name-or-path instead of every weight; the output folder "
-     "holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters). The encoder tasks take lora "
-     "and ia3, and train the classifier's new head with the delta (saved whole, PEFT's modules_to_save)."),
+    ("delta-tuning", "Train a small delta on the frozen --model-name-or-path instead of every weight; the output "
+     "folder holds the adapter as PEFT saves it (AdapterHub's format for bottleneck adapters). The encoder tasks take "
+     "lora and ia3, and train the classifier's new head with the delta (saved whole, PEFT's modules_to_save)."),
     ("output", None))
 
 
