@@ -178,3 +178,23 @@ def test_the_head_maps_derive_from_the_declared_heads_as_they_were_written():
                          "token-classification": "token-classification"}
     assert (head_task_type("TFBertForSequenceClassification"), head_task_type("TFAutoModelForTokenClassification"),
             head_task_type("TFRobertaForMaskedLM")) == ("SEQ_CLS", "TOKEN_CLS", None)
+
+
+def test_a_backup_made_before_the_registry_resumes_and_a_changed_task_setting_is_named():
+    """A resume compares the settings its backup recorded (flat, by the flags' names) with its own: those of the
+    run's replayed training_args.json are the same; a task setting changed since is named by its flag."""
+    from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
+
+    recorded = json.loads((BEFORE_REGISTRY / "backup-settings.json").read_text(encoding="utf-8"))
+    shards = recorded["train_shards"]
+
+    def resumed(config):
+        current = result_settings(config, recorded["global_batch_size"], [name for name, _ in shards],
+                                  [count for _, count in shards])
+        return check_resumed_settings(config, recorded, current, 8, "runs/seq-killed", [])
+
+    config = config_from("--config", BEFORE_REGISTRY / "training_args.json")
+    assert resumed(config) == []
+    with pytest.raises(UserError, match="^--metric-for-best-model was 'macro_f1' in the backup at step 8 and is "
+                                        "'accuracy' now: resuming would"):
+        resumed(dataclasses.replace(config, metric_for_best_model="accuracy"))
