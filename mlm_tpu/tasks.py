@@ -25,11 +25,14 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from mlm_tpu.configuration import joined_dataclass
+from mlm_tpu.delta import METHOD_SETTINGS
 from mlm_tpu.electra.settings import ElectraSettings
 from mlm_tpu.encoder.settings import EncoderSettings
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.settings import MaskedLmSettings
 from mlm_tpu.t5.settings import ClassificationSettings, GenerationSettings, SpanCorruptionSettings
+from mlm_tpu.training.config import TrunkConfig
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,13 @@ TASKS_DECLARED: Dict[str, TaskDeclaration] = {
 }
 TASKS = tuple(TASKS_DECLARED)
 TASK_SETTINGS = {name: declared.settings for name, declared in TASKS_DECLARED.items()}  # task -> its settings class
+# One training run: the trunk's fields (what the stages read), then each task's and each delta method's settings, in
+# one flat dataclass: training_args.json stays flat too, keyed by the flags' names, so a run's file replays, and a
+# backup's recorded settings compare, with any version that has those flags.
+TrainingConfig = joined_dataclass("TrainingConfig", TrunkConfig, (*TASK_SETTINGS.values(), *METHOD_SETTINGS.values()),
+                                  "One training run: data, model, optimisation, output and hardware (TrunkConfig), and "
+                                  "the settings of every task and delta method, those of others than its own at their "
+                                  "defaults.")
 ENCODER_TASKS = ("sequence-classification", "token-classification")
 T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCODER_TASKS))
 # the maps derived from the heads: how a saved model's architecture ends -> its task; a pipeline -> its task
@@ -103,14 +113,13 @@ def make_task(name: str):
     if name not in TASKS_DECLARED:
         raise UserError(f"--task must be one of {', '.join(TASKS)}, not '{name}'")
     module, attribute = TASKS_DECLARED[name].plug_in
-    return getattr(importlib.import_module(module), attribute)(name)
+    return getattr(importlib.import_module(module), attribute)(name, TASKS_DECLARED[name])
 
 
 def check_settings(config) -> None:
     """Refuse, in one line naming whose it is, a setting of another task than --task, or of another delta method
     than --delta (or of one without --delta)."""
     from mlm_tpu.configuration import refuse_others_settings
-    from mlm_tpu.delta import METHOD_SETTINGS
 
     refuse_others_settings(config, TASK_SETTINGS, config.task, "--task")
     refuse_others_settings(config, METHOD_SETTINGS, config.delta, "--delta", "a run without --delta (every weight "

@@ -9,7 +9,8 @@ import pytest
 from mlm_tpu.cli.train import FLAGS, build_config, build_parser
 from mlm_tpu.configuration import check_ranges, from_dict, read_config_file, to_dict
 from mlm_tpu.errors import UserError
-from mlm_tpu.training.config import EvaluationConfig, HardwareConfig, TrainingConfig
+from mlm_tpu.tasks import TrainingConfig
+from mlm_tpu.training.config import EvaluationConfig, HardwareConfig
 
 from conftest import assert_user_error, run_train
 

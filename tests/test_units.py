@@ -138,7 +138,7 @@ def test_scores_count_only_the_positions_that_take_a_loss():
                                               "sequence-classification and --task token-classification")])
 def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting, owners):
     from mlm_tpu.tasks import check_settings, make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     plug_in = make_task(task)
     assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
@@ -154,7 +154,7 @@ def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task
 @pytest.mark.parametrize("task", ["mlm", "electra"])  # ELECTRA's generator: a masked-LM head too
 def test_the_dense_head_has_no_prediction_slots_to_set(task):
     from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     with pytest.raises(UserError, match="drop one of --dense-mlm-head and --max-predictions-per-seq"):
         make_task(task).check(TrainingConfig("t", "o", task=task, dense_mlm_head=True, max_predictions_per_seq=20))
@@ -163,7 +163,7 @@ def test_the_dense_head_has_no_prediction_slots_to_set(task):
 @pytest.mark.parametrize("task", ["classification", "generation", "sequence-classification", "token-classification"])
 def test_a_fine_tuning_task_starts_from_weights_or_from_a_shape_not_both(task):
     from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     for shape in ({"model_config": "small"}, {"config_overrides": "num_layers=2"}):
         with pytest.raises(UserError, match="or --model-config/--config-overrides \\(from scratch\\), not both"):
@@ -179,7 +179,7 @@ SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
     from mlm_tpu.tasks import TASK_SETTINGS, TASKS, check_settings, make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     declared = {field.name for settings in TASK_SETTINGS.values() for field in dataclasses.fields(settings)}
     assert set(SETTINGS_OF_SOME_TASKS) == declared | {"model_name_or_path"}  # a trunk setting the masked LMs refuse

@@ -83,16 +83,19 @@ class ConfigFlags:
 
 
 def add_settings(flags: ConfigFlags, group, config_class: type, group_name: str, words: Optional[Dict[str, str]] = None,
-                 prefix: str = "") -> None:
+                 choices: Optional[Dict[str, tuple]] = None, prefix: str = "") -> None:
     """A flag for each field of `config_class` (nested dataclasses' too) that says it belongs to `group_name` of the
-    --help (`setting(group=...)`), in the fields' order: its flag and `names`, its argparse options, its `help`
-    filled in with `words` ({who} and those the command gives)."""
+    --help (`setting(group=...)`), in the fields' order: its flag and `names`, its argparse options (`choices` the
+    command knows, by field name: what the task and method registries hold), its `help` filled in with `words`
+    ({who} and those the command gives)."""
     hints = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
         if dataclasses.is_dataclass(hints[field.name]):
-            add_settings(flags, group, hints[field.name], group_name, words, f"{prefix}{field.name}.")
+            add_settings(flags, group, hints[field.name], group_name, words, choices, f"{prefix}{field.name}.")
         elif field.metadata.get("group") == group_name and field.metadata.get("help"):
             options = {**_options_of(hints[field.name], field.default), **field.metadata["options"]}
+            if field.name in (choices or {}):
+                options["choices"] = choices[field.name]
             help_text = field.metadata["help"].format_map(words or {})
             flags.add(group, flag_of(field), *field.metadata["names"], field=prefix + field.name, help=help_text,
                       **options)
@@ -142,10 +145,10 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
 
 
 def add_masking_flags(flags: ConfigFlags, parser, who: str, probability_default: str = "0.15") -> None:
-    """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (mlm/settings.py's
+    """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (training/settings.py's
     MaskingSettings), for evaluation and inspection; `who` says where they apply ("Masked LM"),
     `probability_default` what --mlm-probability's help says of its default."""
-    from mlm_tpu.mlm.settings import MaskingSettings
+    from mlm_tpu.training.settings import MaskingSettings
 
     add_settings(flags, parser, MaskingSettings, "task", {"who": who, "probability_default": probability_default})
 

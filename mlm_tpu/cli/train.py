@@ -21,9 +21,9 @@ from typing import Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_settings, add_verbose_flag
 from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.mlm.settings import MaskingSettings
-from mlm_tpu.tasks import TASK_SETTINGS, task_from_head
-from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.settings import MaskingSettings
+from mlm_tpu.delta import METHODS
+from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, task_from_head
 from mlm_tpu.training.multi_worker import check_cluster
 
 FLAGS = ConfigFlags(TrainingConfig)
@@ -58,11 +58,11 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     add_flag(parser, "--config", default=None, metavar="FILE",
              help="Take the settings from this JSON or YAML file (a run's training_args.json, or one of configs/); "
                   "flags given as well override it.")
-    words = help_words()
-    add_settings(FLAGS, add_hardware_flags(FLAGS, parser), TrainingConfig, "hardware", words)
+    words, choices = help_words(), {"task": TASKS, "delta": METHODS}
+    add_settings(FLAGS, add_hardware_flags(FLAGS, parser), TrainingConfig, "hardware", words, choices)
     for name, description in GROUPS:
         group = parser.add_argument_group(name, description)
-        add_settings(FLAGS, group, TrainingConfig, name, words)
+        add_settings(FLAGS, group, TrainingConfig, name, words, choices)
         if name == "task":
             add_flag(group, "--head", choices=("mlm", "t5"), default=None,
                      help="The old spelling: mlm is --task mlm; t5 goes with --task classification or generation.")

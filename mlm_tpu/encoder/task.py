@@ -67,23 +67,14 @@ class EncoderTask(Task):
     widget_text: str
     predict_command: str
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.labels: Optional[Labels] = None  # what the head predicts, once the shards (or the model) say
         self.remap: List[int] = []  # the validation split's label ids -> the model's
         self.inputs: List[str] = ["input_ids", "attention_mask"]  # what the model is called with
         self.settings: Dict[str, object] = {}
 
-    @property
-    def head_class(self):
-        """transformers' TF class of its head, as the task registry declares it."""
-        import transformers
-
-        return getattr(transformers, self.declared.head.class_name)
-
-    @property
-    def model_class(self):
-        return self.head_class
+    model_class = Task.head_class
 
     @property
     def pipeline_tag(self) -> str:

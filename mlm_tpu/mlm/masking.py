@@ -25,7 +25,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.prediction_slots import default_slots, into_slots
 from mlm_tpu.mlm.word_masking import budgets, candidate_spans, take_units, word_numbers
 from mlm_tpu.tokenizer.word_starts import word_start_table
-from mlm_tpu.mlm.settings import MASKINGS
+from mlm_tpu.training.settings import MASKINGS
 
 TOKEN, WHOLE_WORD, SPAN = MASKINGS
 

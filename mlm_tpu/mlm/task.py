@@ -31,8 +31,8 @@ class MaskedLmTask(Task):
     accuracy_name = "masked_accuracy"
     takes_pretrained_weights = False  # pretrains from scratch (a delta tunes a pretrained one: delta/task.py)
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.masking = Masking()
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head

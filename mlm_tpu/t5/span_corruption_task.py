@@ -43,8 +43,8 @@ class SpanCorruptionTask(Task):
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.lengths: Optional[SpanLengths] = None
 
     def load_tokenizer(self, config):

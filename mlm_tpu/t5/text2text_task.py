@@ -63,8 +63,8 @@ class Text2TextTask(Task):
     accuracy_name = "token_accuracy"
     packs = True
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.scorer = None  # ClassificationScorer or GenerationScorer, once the shards are known
         self.settings: Dict[str, object] = {}
 

@@ -1,5 +1,6 @@
-"""The typed configs of the commands that run models: a training run (`python train.py`), an evaluation
-(`python -m mlm_tpu.evaluate`), and the hardware both run on. No TensorFlow here: flags are checked
+"""The typed configs of the commands that run models: the trunk of a training run (`python train.py`: what
+every task has; mlm_tpu/tasks.py's TrainingConfig joins each task's and delta method's settings to it), an
+evaluation (`python -m mlm_tpu.evaluate`), and the hardware both run on. No TensorFlow here: flags are checked
 before it loads.
 
 The defaults here are the only defaults. A run writes its config to `training_args.json` in its
@@ -10,9 +11,7 @@ output folder, and `python train.py --config <that file>` replays (or resumes) e
 from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
-from mlm_tpu.configuration import joined_dataclass, setting
-from mlm_tpu.delta import METHOD_SETTINGS, METHODS
-from mlm_tpu.tasks import TASK_SETTINGS, TASKS
+from mlm_tpu.configuration import setting
 
 MAX_SEED = 2**31 - 1
 OPTIMIZERS = ("adamw", "adafactor")  # --optimizer (training/optimizers.py)
@@ -75,7 +74,7 @@ class TrunkConfig:
              "--eval-dataset only an epoch that beats the best so far), backup/ to resume, logs/ for TensorBoard, "
              "training_args.json (this run's settings: --config replays it).")
     task: str = setting(  # mlm | electra | span-corruption | classification | generation | ... (mlm_tpu.tasks)
-        "mlm", group="task", choices=TASKS,
+        "mlm", group="task",
         help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). electra: pretrain an ELECTRA "
              "generator (a small masked LM) and discriminator (which tells every token the generator replaced from "
              "the originals) on the same shards; the output folder holds the discriminator, generator/ the "
@@ -205,7 +204,7 @@ class TrunkConfig:
         help="Warm-up steps (default: --warmup-ratio's with linear, 10,000 with rsqrt, as T5's).")
     # delta-tuning (mlm_tpu/delta): train a small delta on a frozen --model-name-or-path, saved as PEFT saves it
     delta: Optional[str] = setting(  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
-        None, group="delta-tuning", choices=METHODS,
+        None, group="delta-tuning",
         help="lora: low-rank updates beside chosen layers. ia3: learned scaling of keys, values and the feed-forward. "
              "prompt: virtual tokens before the input. prefix: virtual keys and values in T5's decoder "
              "self-attention. adapter: bottleneck MLPs after the feed-forward (and attention). lora and ia3 take T5, "
@@ -253,14 +252,6 @@ class TrunkConfig:
     @property
     def train_datasets(self) -> Tuple[str, ...]:
         return (self.train_dataset,) if isinstance(self.train_dataset, str) else tuple(self.train_dataset)
-
-
-# One training run: the trunk's fields, then each task's and each delta method's settings, one flat dataclass
-# (training_args.json is flat too, keyed by the flags' names: a run's file replays with any version that has them).
-TrainingConfig = joined_dataclass("TrainingConfig", TrunkConfig, (*TASK_SETTINGS.values(), *METHOD_SETTINGS.values()),
-                                  "One training run: data, model, optimisation, output and hardware (TrunkConfig), and "
-                                  "the settings of every task and delta method, those of others than its own at "
-                                  "their defaults.")
 
 
 @dataclass

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.mlm.settings import MaskingSettings
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.config import TrunkConfig
+from mlm_tpu.training.settings import MaskingSettings
 from mlm_tpu.training.flops import ExampleCost
 
 Scores = Dict[str, float]
@@ -37,7 +37,7 @@ def refuse_masking(config, what: str) -> None:
             raise UserError(f"--{name.replace('_', '-')} is for masked LMs; {what}")
 
 
-def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
+def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
     """(name, flag) of a run's tokenizer: --tokenizer, else the own tokenizer of --model-name-or-path (the model a
     fine-tuning or delta-tuning run starts from), named by that flag in messages; None with neither."""
     if config.tokenizer:
@@ -47,14 +47,14 @@ def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
-def check_one_start(config: TrainingConfig, weights: str) -> None:
+def check_one_start(config: TrunkConfig, weights: str) -> None:
     """A fine-tuning task starts from `weights` (--model-name-or-path) or from a shape (from scratch), not both."""
     if config.model_name_or_path and (config.model_config or config.config_overrides):
         raise UserError(f"give --model-name-or-path ({weights}) or --model-config/--config-overrides (from scratch), "
                         "not both")
 
 
-def run_tokenizer(config: TrainingConfig):
+def run_tokenizer(config: TrunkConfig):
     """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
     from mlm_tpu.tokenizer.load import load_tokenizer
 
@@ -102,22 +102,23 @@ class Task:
     new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
     # head): a delta-tuning run trains and saves them beside its delta
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, declared=None):
         self.name = name
-
-    @property
-    def declared(self):
-        """Its declaration in the task registry (mlm_tpu/tasks.py): settings, shard kind, head."""
-        from mlm_tpu.tasks import TASKS_DECLARED
-
-        return TASKS_DECLARED[self.name]
+        self.declared = declared  # its declaration in the task registry (mlm_tpu/tasks.py): settings, shards, head
 
     @property
     def shard_kind(self) -> str:
         """The kind of split it trains on (mlm_tpu.shards.format.KINDS)."""
         return self.declared.shard_kind
 
-    def check(self, config: TrainingConfig) -> None:
+    @property
+    def head_class(self) -> type:
+        """transformers' TF class of its declared head (a task whose saved models' head names it)."""
+        import transformers
+
+        return getattr(transformers, self.declared.head.class_name)
+
+    def check(self, config: TrunkConfig) -> None:
         """Refuse settings of this task that cannot work (those of other tasks: tasks.check_settings)."""
         if config.task != self.name:
             raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
@@ -135,14 +136,14 @@ class Task:
 
         check_model_type(base_config, self.model_class, where, f"--task {self.name}")
 
-    def load_tokenizer(self, config: TrainingConfig):
+    def load_tokenizer(self, config: TrunkConfig):
         raise NotImplementedError
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
         """The features the shards must hold, and their lengths (None: what the shards hold)."""
         raise NotImplementedError
 
-    def prepare(self, config: TrainingConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+    def prepare(self, config: TrunkConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         """Settings and checks that need the shards, before any model is built."""
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
@@ -152,7 +153,7 @@ class Task:
         """The same for `python -m mlm_tpu.inspect` (an InspectionConfig): what `make_transform` needs, from the
         shards alone."""
 
-    def build_model(self, config: TrainingConfig, tokenizer, train: ShardSet):
+    def build_model(self, config: TrunkConfig, tokenizer, train: ShardSet):
         """The model (called inside the strategy's scope)."""
         raise NotImplementedError
 
@@ -222,7 +223,7 @@ class Task:
         """What the card of the model the trainer trained says, with `run`'s facts (ELECTRA's: its discriminator's)."""
         return CardFacts.of_model(self, model, tokenizer, **run)
 
-    def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
+    def best_metric(self, config: TrunkConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""
         return None
 
