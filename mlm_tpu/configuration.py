@@ -83,14 +83,14 @@ def refuse_others_settings(config: Any, owners: Mapping[str, type], chosen: Opti
     """Refuse a setting given (not at its default) that belongs to no `owners[chosen]`, in one line naming whose it
     is: `owners` maps each choice of `flag` (--task, --delta) to its settings dataclass; `nothing` says what no choice
     is (where None is one)."""
-    own = {key_of(field) for field in dataclasses.fields(owners[chosen])} if chosen in owners else set()
-    for name, settings in owners.items():
-        for key in settings_given(config, settings):
-            if key in own:
-                continue
+    def keys(settings: type) -> set:
+        return {key_of(field) for field in dataclasses.fields(settings)}
+
+    own = keys(owners[chosen]) if chosen in owners else set()
+    for settings in owners.values():
+        for key in [key for key in settings_given(config, settings) if key not in own]:
             given = "--" + key.replace("_", "-")
-            users = [user for user, other in owners.items()
-                     if key in {key_of(field) for field in dataclasses.fields(other)}]
+            users = [user for user, other in owners.items() if key in keys(other)]
             now = f"{flag} {chosen}" if chosen else nothing
             raise UserError(f"{given} is a setting of {' and '.join(f'{flag} {user}' for user in users)}, not of "
                             f"{now}; drop {given}" + ("" if chosen else f", or add {flag} {users[0]}"))

@@ -15,6 +15,11 @@
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
 
+Each task is declared once here (TASKS_DECLARED): its plug-in, its settings (a dataclass in its folder, whose
+fields are its flags), the kind of shards it trains on and, where its saved models' head names it, that head (class,
+pipeline, PEFT's task type), from which the maps of heads below derive. TrainingConfig joins the trunk's config and
+every task's and delta method's settings; `check_settings` refuses another's in one line.
+
 This registry sits above the stages and the product lines: the commands (api.py, cli/) look a plug-in
 up here and hand it to the trainer, evaluation, inspection or export, which never import a task.
 """
@@ -25,7 +30,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from mlm_tpu.configuration import joined_dataclass
+from mlm_tpu.configuration import joined_dataclass, refuse_others_settings
 from mlm_tpu.delta import METHOD_SETTINGS
 from mlm_tpu.electra.settings import ElectraSettings
 from mlm_tpu.encoder.settings import EncoderSettings
@@ -119,8 +124,6 @@ def make_task(name: str):
 def check_settings(config) -> None:
     """Refuse, in one line naming whose it is, a setting of another task than --task, or of another delta method
     than --delta (or of one without --delta)."""
-    from mlm_tpu.configuration import refuse_others_settings
-
     refuse_others_settings(config, TASK_SETTINGS, config.task, "--task")
     refuse_others_settings(config, METHOD_SETTINGS, config.delta, "--delta", "a run without --delta (every weight "
                            "trains)")
