@@ -19,7 +19,8 @@ class BestModelSettings:
              "(classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, rouge2, rougeL "
              "(default); sequence-classification: accuracy (default), macro_f1, matthews_correlation, f1 (two "
              "classes), loss, or for scores pearson (default), spearman, loss; token-classification: f1 (default), "
-             "precision, recall, accuracy, loss).")
+             "precision, recall, accuracy, loss). Encoder tasks also take several, comma-separated: their mean decides "
+             "(GLUE's MRPC score: f1,accuracy).")
 
 
 MASKINGS = ("token", "whole-word", "span")  # --masking (mlm/masking.py)

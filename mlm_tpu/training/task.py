@@ -10,6 +10,8 @@ mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
 import dataclasses
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -67,13 +69,28 @@ def run_tokenizer(config: TrunkConfig):
 
 @dataclass(frozen=True)
 class BestMetric:
-    """The validation score that decides which epoch's model the output folder keeps."""
+    """The validation score that decides which epoch's model the output folder keeps: one score, or the mean of
+    several named with commas (GLUE's score of MRPC and QQP: "f1,accuracy")."""
 
-    name: str  # a key of the validation scores ("accuracy", "loss", ...)
+    name: str  # a key of the validation scores ("accuracy", "loss", ...), or several joined by commas
     higher_is_better: bool = True
 
+    @property
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self.name.split(","))
+
+    def value(self, scores: Dict[str, float]) -> float:
+        """The epoch's score: its one score, or the mean of several."""
+        return statistics.fmean(scores[name] for name in self.names)
+
     def improves(self, value: float, best: Optional[float]) -> bool:
-        return best is None or (value > best if self.higher_is_better else value < best)
+        """Whether `value` beats `best` (None: no epoch kept yet). NaN (a run that diverged) is the worst score, so
+        the next real one replaces it; as a comparison, `value > NaN` would be false for ever."""
+        if best is None:
+            return True
+        if math.isnan(value) or math.isnan(best):
+            return not math.isnan(value)
+        return value > best if self.higher_is_better else value < best
 
 
 class Validation:
