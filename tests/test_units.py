@@ -186,8 +186,7 @@ def test_a_nan_score_is_the_worst_so_the_next_real_score_is_kept_over_it():
 
 def test_an_encoder_keeps_the_best_mean_of_scores_named_with_commas_never_averaging_the_loss():
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig, make_task
 
     task = make_task("sequence-classification")
     task.labels = Labels(["no", "yes"], "single_label_classification")
