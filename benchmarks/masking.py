@@ -1,5 +1,5 @@
-"""What each --masking costs the input pipeline: CPU milliseconds to mask one batch (token, whole-word, span), and
-their ratios to token masking, on real text.
+"""What each --masking costs the input pipeline: CPU milliseconds to mask one batch (token, whole-word, span, and
+--task electra's token masking), and their ratios to token masking, on real text.
 
 Rows are WikiText-2 validation packed as the shard command packs it (documents framed by their special tokens, cut
 every --length tokens), tokenized by a byte-level BPE tokenizer trained on it (--vocab-size pieces, 8,000; or
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
-MODES = ("token", "whole-word", "span")
+MODES = ("token", "whole-word", "span", "electra")  # electra: --task electra's token masking (ELECTRA_MASKING)
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     import mlm_tpu
     import tensorflow as tf
 
-    from mlm_tpu.mlm.masking import Masking
+    from mlm_tpu.mlm.masking import ELECTRA_MASKING, Masking
     from mlm_tpu.shards.packing import BatchTokenizer, ChunkPacker
     from mlm_tpu.tokenizer.load import load_tokenizer
     from mlm_tpu.tokenizer.word_starts import word_starts
@@ -52,7 +52,7 @@ def main() -> None:
                for start in range(0, len(rows) - args.batch_size + 1, args.batch_size)]
     maskers = {}
     for mode in MODES:
-        masking = Masking(mode)
+        masking = ELECTRA_MASKING if mode == "electra" else Masking(mode)
         masker = masking.masker(tokenizer, seed=0, prediction_slots=masking.default_slots(args.length))
         maskers[mode] = tf.function(lambda step, ids, masker=masker: masker(step, {"input_ids": ids,
                                                                                "attention_mask": tf.ones_like(ids)}))

@@ -199,6 +199,104 @@ def test_the_generators_sparse_head_samples_at_its_slots_and_gives_the_dense_hea
     assert np.array_equal(read[~slots], few["input_ids"].numpy()[~slots]) and not outputs.replaced.numpy()[~slots].any()
 
 
+def electra_counts(real_tokens, probability, slots=None):
+    """google-research/electra's pretrain_helpers.mask: num_to_predict = max(1, min(N, round(num_tokens x
+    mask_prob))), the product in float32 and rounded halves to even, as its TensorFlow computes it."""
+    product = np.asarray(real_tokens, np.float32) * np.float32(probability)
+    counts = np.round(product).astype(np.int64)
+    return np.maximum(1, counts if slots is None else np.minimum(slots, counts))
+
+
+def test_electra_masks_its_generators_input_as_electra_does(wikitext_tokenizer, wikitext_path):
+    """On 1,000 rows of real text, of every real length from 5 to 64 tokens (the rest padding), --task electra's
+    default masking (what its transform feeds the generator) puts the mask token at 85% of the chosen positions
+    (within 1%), a random token at none, and chooses exactly ELECTRA's count in every row, with the sparse head's
+    default slots and with the dense head; --mask-replace-prob and --random-replace-prob still win, and --task mlm
+    keeps 🤗's 80/10/10, each token on its own."""
+    from types import SimpleNamespace
+
+    import tensorflow as tf
+    from test_masking import masked_positions, packed, paragraphs
+
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tokenizer.load import load_tokenizer
+    from mlm_tpu.training.config import TrainingConfig
+
+    tokenizer = load_tokenizer(str(wikitext_tokenizer[0]))
+    rows, _ = packed(tokenizer, paragraphs(wikitext_path, 1500), length=MAX_LENGTH)
+    rows = rows[:1000]
+    assert len(rows) == 1000
+    real = 5 + np.arange(len(rows)) % (MAX_LENGTH - 4)  # 5 ... 64 real tokens, each row's own
+    attention = (np.arange(MAX_LENGTH)[None] < real[:, None]).astype(np.int32)
+    rows = np.where(attention > 0, rows, tokenizer.pad_token_id)
+    batch = {"input_ids": tf.constant(rows, tf.int32), "attention_mask": tf.constant(attention)}
+
+    def masked_by(task_name, dense=False, **settings):
+        task = make_task(task_name)
+        config = TrainingConfig("t", "o", task=task_name, dense_mlm_head=dense, **settings)
+        task.check(config)
+        task.prepare(config, tokenizer, SimpleNamespace(length=MAX_LENGTH), None)
+        return task.make_transform(tokenizer)(11)(tf.constant(5), batch), task.prediction_slots
+
+    def kinds(masked):
+        chosen = masked_positions(masked)
+        inputs = masked["input_ids"].numpy()
+        return chosen, (inputs == tokenizer.mask_token_id)[chosen], ((inputs != rows) & (inputs !=
+                                                                     tokenizer.mask_token_id))[chosen]
+
+    for dense in (False, True):
+        masked, slots = masked_by("electra", dense)
+        chosen, as_mask, as_random = kinds(masked)
+        assert as_mask.mean() == pytest.approx(0.85, abs=0.01) and not as_random.any(), dense
+        assert np.array_equal(chosen.sum(axis=1), electra_counts(real, 0.15, slots)), dense
+        assert not (chosen & (attention == 0)).any() and not np.isin(rows[chosen], tokenizer.all_special_ids).any()
+    assert slots is None and chosen.sum(axis=1).min() == 1  # the shortest rows still mask one
+    _, slots = masked_by("electra")
+    assert slots == electra_counts([MAX_LENGTH], 0.15)[0]  # a full row's count: no row masks more
+
+    with pytest.raises(UserError, match=r"^--mask-replace-prob 0.85 \(its default here\) and "
+                                         "--random-replace-prob 0.2 add up to more than 1"):
+        masked_by("electra", random_replace_prob=0.2)
+    masked, slots = masked_by("electra", mask_replace_prob=0.8, random_replace_prob=0.1)  # the flags win
+    chosen, as_mask, as_random = kinds(masked)
+    assert as_mask.mean() == pytest.approx(0.8, abs=0.015) and as_random.mean() == pytest.approx(0.1, abs=0.01)
+    assert np.array_equal(chosen.sum(axis=1), electra_counts(real, 0.15, slots))
+    masked, _ = masked_by("mlm", dense=True)  # the masked LM: 🤗's, each token on its own, 80/10/10
+    chosen, as_mask, as_random = kinds(masked)
+    assert as_mask.mean() == pytest.approx(0.8, abs=0.015) and as_random.mean() == pytest.approx(0.1, abs=0.01)
+    assert (chosen.sum(axis=1) != electra_counts(real, 0.15)).mean() > 0.5
+
+
+def test_a_run_that_left_the_split_unset_resumes_only_with_the_split_it_used():
+    """Runs record the replacement split they mask with (training_args.json, the backup's settings); a backup of
+    before, which recorded it unset (None) and so masked 80/10/10, resumes as --task mlm (80/10/10 still), but as
+    --task electra (now 85/15/0) only given that split again, or --allow-changed-settings: never silently changed."""
+    from dataclasses import replace
+
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
+
+    def settings(config):
+        return result_settings(config, 16, ["shard-0.tfrecord"], [100])
+
+    for name, split in (("mlm", (0.8, 0.1)), ("electra", (0.85, 0.0))):
+        config = TrainingConfig("t", "o", task=name)
+        recorded = settings(make_task(name).with_defaults(config))
+        assert (recorded["mask_replace_prob"], recorded["random_replace_prob"]) == split
+        assert check_resumed_settings(config, recorded, recorded, 4, "o", []) == []
+    electra, before = make_task("electra"), settings(TrainingConfig("t", "o", task="electra"))  # the split None
+    now = electra.with_defaults(TrainingConfig("t", "o", task="electra"))
+    with pytest.raises(UserError, match=r"--mask-replace-prob was 0.8 .* is 0.85 now \(and --random-replace-prob\)"):
+        check_resumed_settings(now, before, settings(now), 4, "o", [])
+    given = electra.with_defaults(replace(now, mask_replace_prob=0.8, random_replace_prob=0.1))
+    assert check_resumed_settings(given, before, settings(given), 4, "o", []) == []
+    mlm = make_task("mlm").with_defaults(TrainingConfig("t", "o", task="mlm"))
+    assert check_resumed_settings(mlm, settings(TrainingConfig("t", "o", task="mlm")), settings(mlm), 4, "o", []) == []
+
+
 def save_as_trained(folder, model, tokenizer, epoch=1):
     """Save an ElectraPretrainer as the trainer saves it at an epoch's end."""
     from mlm_tpu.electra.task import ElectraTask
@@ -336,17 +434,17 @@ def test_a_run_killed_and_started_again_ends_bit_identical_to_the_uninterrupted_
 def test_the_discriminator_learns_to_tell_replaced_tokens_better_than_calling_all_original(electra_runs):
     folder, log = electra_runs
     assert "24 steps in all" in log and "discriminator accuracy" in log
-    # tokens/s and the FLOPs of both models, the generator's head at the sparse head's slots (14 of the 64 positions:
-    # whole-word masking's budget of 10 and 4 for the word that crosses it)
+    # tokens/s and the FLOPs of both models, the generator's head at the sparse head's slots (10 of the 64 positions:
+    # whole-word masking's budget of a full row, never exceeded)
     from transformers import AutoConfig
 
     from mlm_tpu.training.flops import electra_cost
 
     discriminator = AutoConfig.from_pretrained(folder / "uninterrupted")
     generator = AutoConfig.from_pretrained(folder / "uninterrupted" / "generator")
-    per_token = electra_cost(generator, discriminator, MAX_LENGTH, 14).flops_per_token
+    per_token = electra_cost(generator, discriminator, MAX_LENGTH, 10).flops_per_token
     assert "Masking: whole-word masking of 15% of tokens" in log
-    assert "Masked-LM head: sparse, at 14 of the 64 positions" in log
+    assert "Masked-LM head: sparse, at 10 of the 64 positions" in log
     logged = re.findall(r"[\d,]+ tokens/s .*, ([\d.]+) ([kMG])FLOP per token, MFU unknown", log)
     assert logged and all(float(value) * {"k": 1e3, "M": 1e6, "G": 1e9}[prefix] == pytest.approx(per_token, rel=5e-3)
                           for value, prefix in logged), log[-2000:]

@@ -200,7 +200,7 @@ def test_an_encoder_keeps_the_best_mean_of_scores_named_with_commas_never_averag
 
 
 SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask_replace_prob": 0.5,
-                          "random_replace_prob": 0.2, "dense_mlm_head": True, "max_predictions_per_seq": 20,
+                          "random_replace_prob": 0.15, "dense_mlm_head": True, "max_predictions_per_seq": 20,
                           "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),
                           "max_target_length": 8, "max_new_tokens": 8, "model_name_or_path": "roberta-base",
                           "metric_for_best_model": "loss"}

@@ -1,13 +1,15 @@
 """`--task electra`: ELECTRA pretrained from scratch by replaced-token detection, on the masked-LM shards as they are.
 
-Each batch is masked as the masked LM's are (its masker, through MaskedLmTask.make_transform: --masking token,
-whole-word or span, into the sparse head's prediction slots unless --dense-mlm-head) and gets its replacement draws
-(replacements.py: one per position, which serves masked tokens, words and spans alike); the generator fills the
-masked positions and the discriminator tells every token apart (model.py). The loss is the generator's masked-LM
-loss plus λ (--discriminator-weight, 50) times the discriminator's binary cross-entropy over every real token; the
-training accuracy logged is the discriminator's. Validation reports both models' losses and accuracies and the
-replaced class's precision and recall (validation.py, on masks made without slots, as the masked LM validates);
-the output folder holds the discriminator of the last epoch, its generator in generator/ (folders.py).
+Each batch is masked by the masked LM's masker (through MaskedLmTask.make_transform: --masking token, whole-word or
+span, into the sparse head's prediction slots unless --dense-mlm-head), by default as ELECTRA masks (masking.py's
+ELECTRA_MASKING: with token masking, exactly round(--mlm-probability x the row's tokens) per row; 85% of them the
+mask token, 15% kept, none random; --mask-replace-prob and --random-replace-prob still say otherwise), and gets its
+replacement draws (replacements.py: one per position, which serves masked tokens, words and spans alike); the
+generator fills the masked positions and the discriminator tells every token apart (model.py). The loss is the
+generator's masked-LM loss plus λ (--discriminator-weight, 50) times the discriminator's binary cross-entropy over
+every real token; the training accuracy logged is the discriminator's. Validation reports both models' losses and
+accuracies and the replaced class's precision and recall (validation.py, on masks made without slots, as the masked
+LM validates); the output folder holds the discriminator of the last epoch, its generator in generator/ (folders.py).
 """
 
 from typing import Optional
@@ -22,6 +24,7 @@ from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, genera
 from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, with_replacement_draws
 from mlm_tpu.electra.validation import SCORE_NAMES, ReplacedTokenValidation
 from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.masking import ELECTRA_MASKING
 from mlm_tpu.mlm.task import MaskedLmTask
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
@@ -36,6 +39,7 @@ class ElectraTask(MaskedLmTask):
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
+    default_masking = ELECTRA_MASKING
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)

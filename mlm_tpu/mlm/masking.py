@@ -1,11 +1,14 @@
 """Masked-LM masking of token batches inside tf.data, repeatable from a seed: --masking token, whole-word or span.
 
-`token` is 🤗's `DataCollatorForLanguageModeling.tf_mask_tokens` (each token chosen with probability
---mlm-probability; of those, --mask-replace-prob become the mask token, --random-replace-prob a random token, the
-rest stay: 80/10/10 by default, 🤗's names and meaning), with two changes of what it is fed: every special token of
-the tokenizer is protected (the reference protected only [CLS], [SEP] and padding), and its random draws come from
-a stateless generator keyed by (seed, batch number), so a batch's mask does not depend on thread timing or on which
-batches came before: the same seed gives the same masks, in training, evaluation and after a restart.
+`token` is, for --task mlm, 🤗's `DataCollatorForLanguageModeling.tf_mask_tokens` (each token chosen with
+probability --mlm-probability; of those, --mask-replace-prob become the mask token, --random-replace-prob a random
+token, the rest stay: 80/10/10 by default, 🤗's names and meaning), with two changes of what it is fed: every
+special token of the tokenizer is protected (the reference protected only [CLS], [SEP] and padding), and its random
+draws come from a stateless generator keyed by (seed, batch number), so a batch's mask does not depend on thread
+timing or on which batches came before: the same seed gives the same masks, in training, evaluation and after a
+restart. For --task electra it is ELECTRA's (pretrain_helpers.mask, `ELECTRA_MASKING`): exactly
+round(--mlm-probability x the row's tokens) tokens per row (word_masking.py), 85% of them the mask token, 15% left
+as they are, none random, unless the replacement flags say otherwise.
 
 `whole-word` (BERT's) and `span` (SpanBERT's) choose whole words, and spans of them, within a budget of
 --mlm-probability of each row's tokens (word_masking.py), from the next draws of the same key; 🤗's function then
@@ -15,15 +18,17 @@ former, span the latter (each span's tokens all become the mask token, all rando
 For the sparse head, the masked batch is then put into prediction slots (prediction_slots.py) from the next draws.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 from transformers import DataCollatorForLanguageModeling
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.prediction_slots import default_slots, into_slots
-from mlm_tpu.mlm.word_masking import budgets, candidate_spans, take_units, word_numbers
+from mlm_tpu.mlm.word_masking import (budgets, candidate_spans, row_budget, row_budgets, take_units, take_words,
+                                      word_numbers)
 from mlm_tpu.tokenizer.word_starts import word_start_table
 from mlm_tpu.training.settings import MASKINGS
 
@@ -38,18 +43,23 @@ class Masking:
     mlm_probability: float = 0.15
     mask_replace_prob: float = 0.8  # of the masked tokens, the share that becomes the mask token
     random_replace_prob: float = 0.1  # the share that becomes a random token; the rest stay as they were
+    # token masking: exactly ELECTRA's count of tokens per row (False: each token on its own, 🤗's)
+    counted_per_row: bool = False
 
     @classmethod
-    def of(cls, config) -> "Masking":
-        """The masking a training, evaluation or inspection config asks for (None: the defaults)."""
+    def of(cls, config, defaults: Optional["Masking"] = None) -> "Masking":
+        """The masking a training, evaluation or inspection config asks for, over a task's `defaults` (None: the
+        masked LM's)."""
         given = {name: getattr(config, name) for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob")
                  if getattr(config, name) is not None}
-        masking = cls(config.masking or TOKEN, **given)
+        masking = replace(defaults or cls(), mode=config.masking or TOKEN, **given)
         if masking.mode not in MASKINGS:
             raise UserError(f"--masking must be one of {', '.join(MASKINGS)}, not {masking.mode!r}")
         if masking.mask_replace_prob + masking.random_replace_prob > 1 + 1e-9:
-            raise UserError(f"--mask-replace-prob {masking.mask_replace_prob:g} and --random-replace-prob "
-                            f"{masking.random_replace_prob:g} add up to more than 1: they are shares of the masked "
+            mask_share, random_share = (f"--{name.replace('_', '-')} {getattr(masking, name):g}"
+                                        + ("" if name in given else " (its default here)")
+                                        for name in ("mask_replace_prob", "random_replace_prob"))
+            raise UserError(f"{mask_share} and {random_share} add up to more than 1: they are shares of the masked "
                             "tokens (the rest stay unchanged)")
         return masking
 
@@ -58,9 +68,22 @@ class Masking:
         """Whether it masks whole words within a budget (whole-word, span) rather than tokens one by one."""
         return self.mode != TOKEN
 
+    @property
+    def within_row_budget(self) -> bool:
+        """Whether no row masks more than the budget of a full row (whole-word, and ELECTRA's token masking)."""
+        return self.mode == WHOLE_WORD or (self.mode == TOKEN and self.counted_per_row)
+
     def default_slots(self, length: int) -> int:
-        """The sparse head's prediction slots for rows of `length` tokens (prediction_slots.default_slots)."""
-        return default_slots(self.mlm_probability, length, self.whole_words)
+        """The sparse head's prediction slots for rows of `length` tokens: the budget of a full row where no row
+        masks more (word_masking.row_budget), else prediction_slots.default_slots."""
+        if self.within_row_budget:
+            return min(length, row_budget(self.mlm_probability, length, self.budget_precision))
+        return default_slots(self.mlm_probability, length, spans=self.mode == SPAN)
+
+    @property
+    def budget_precision(self):
+        """The float a row's budget is counted in: ELECTRA's TensorFlow's float32, BERT's Python's float64."""
+        return np.float32 if self.mode == TOKEN else np.float64
 
     def word_starts(self, tokenizer) -> Optional[List[bool]]:
         """What whole-word and span masking read words from (word_starts.word_start_table; None for token masking);
@@ -72,13 +95,18 @@ class Masking:
         """The masker of one input pipeline (`word_starts`: self.word_starts(tokenizer), made once for all)."""
         return MlmMasker(tokenizer, self.mlm_probability, seed, prediction_slots, masking=self.mode,
                          mask_replace_prob=self.mask_replace_prob, random_replace_prob=self.random_replace_prob,
-                         word_starts=word_starts)
+                         word_starts=word_starts, counted_per_row=self.counted_per_row)
 
     def describe(self) -> str:
         kept = 1 - self.mask_replace_prob - self.random_replace_prob
         per = " per span" if self.mode == SPAN else ""
-        return (f"{self.mode} masking of {self.mlm_probability:.0%} of tokens ({self.mask_replace_prob:.0%} the mask "
-                f"token, {self.random_replace_prob:.0%} a random token, {max(kept, 0):.0%} unchanged{per})")
+        counted = " (ELECTRA's: that many in every row)" if self.mode == TOKEN and self.counted_per_row else ""
+        return (f"{self.mode} masking of {self.mlm_probability:.0%} of tokens{counted} ({self.mask_replace_prob:.0%} "
+                f"the mask token, {self.random_replace_prob:.0%} a random token, {max(kept, 0):.0%} unchanged{per})")
+
+
+# --task electra's: google-research/electra's pretrain_helpers.mask, 85% [MASK], 15% kept, no random token
+ELECTRA_MASKING = Masking(mask_replace_prob=0.85, random_replace_prob=0.0, counted_per_row=True)
 
 
 class _StatelessDraws:
@@ -111,20 +139,24 @@ class _DrawsPerUnit:
 class MlmMasker:
     """Turns a batch `{input_ids, attention_mask}` into `{input_ids (masked), attention_mask, labels}`; with
     `prediction_slots`, into the sparse head's batch of that many slots per row (prediction_slots.into_slots), which
-    also caps the whole-word and span budgets (no row masks more than its slots)."""
+    also caps the whole-word, span and ELECTRA budgets (no row masks more than its slots). `counted_per_row`: token
+    masking chooses ELECTRA's count of tokens per row, not each token on its own."""
 
     def __init__(self, tokenizer, mlm_probability: float = 0.15, seed: int = 0,
                  prediction_slots: Optional[int] = None, *, masking: str = TOKEN, mask_replace_prob: float = 0.8,
-                 random_replace_prob: float = 0.1, word_starts: Optional[Sequence[bool]] = None):
+                 random_replace_prob: float = 0.1, word_starts: Optional[Sequence[bool]] = None,
+                 counted_per_row: bool = False):
         if not 0 < mlm_probability < 1:
             raise ValueError(f"mlm_probability must be between 0 and 1, not {mlm_probability}")
         if masking not in MASKINGS:
             raise ValueError(f"masking must be one of {MASKINGS}, not {masking!r}")
         if tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no mask token")
-        # whole words and spans are chosen here: the collator then takes every token it is not told to avoid
+        self.chooses = masking != TOKEN or counted_per_row
+        # whole words, spans and ELECTRA's tokens are chosen here: the collator then takes every token it is not
+        # told to avoid
         self.collator = DataCollatorForLanguageModeling(
-            tokenizer, mlm_probability=mlm_probability if masking == TOKEN else 1.0,
+            tokenizer, mlm_probability=1.0 if self.chooses else mlm_probability,
             mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob, return_tensors="tf")
         self.vocab_size = len(tokenizer)
         self.mask_token_id = tokenizer.mask_token_id
@@ -143,8 +175,8 @@ class MlmMasker:
         key = tf.stack([tf.cast(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
         draws = self.collator.generator = _StatelessDraws(key)
         avoided = special
-        if self.masking != TOKEN:
-            chosen, unit = self.choose(input_ids, special, draws)
+        if self.chooses:
+            chosen, unit = self.choose(input_ids, special, batch["attention_mask"], draws)
             avoided = ~chosen
             if self.masking == SPAN:
                 self.collator.generator = _DrawsPerUnit(draws, unit)
@@ -155,16 +187,23 @@ class MlmMasker:
             return batch
         return into_slots(batch, self.prediction_slots, draws.uniform(tf.shape(input_ids)))
 
-    def choose(self, input_ids: tf.Tensor, special: tf.Tensor, draws: _StatelessDraws):
-        """(chosen, unit) [rows, length]: the tokens whole-word or span masking masks, and each token's unit (its
-        word, or its span)."""
-        words = word_numbers(input_ids, special, self.starts_word)
+    def choose(self, input_ids: tf.Tensor, special: tf.Tensor, attention_mask: tf.Tensor, draws: _StatelessDraws):
+        """(chosen, unit) [rows, length]: the tokens whole-word, span or ELECTRA's token masking masks, and each
+        token's unit (its word, its span, or itself)."""
         maskable = ~special
-        budget = budgets(self.mlm_probability, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1))
-        unit = words
         if self.masking == SPAN:
+            words = word_numbers(input_ids, special, self.starts_word)
+            budget = budgets(self.mlm_probability, tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1))
             candidates = tf.stack([tf.shape(input_ids)[0], tf.shape(input_ids)[1] // 2 + 1])
-            unit, in_span = candidate_spans(words, draws.uniform(candidates), draws.uniform(candidates),
-                                            self.mlm_probability)
-            maskable &= in_span
-        return take_units(unit, maskable, words, budget, self.cap, draws.uniform(tf.shape(input_ids))), unit
+            spans, in_span = candidate_spans(words, draws.uniform(candidates), draws.uniform(candidates),
+                                             self.mlm_probability)
+            chosen = take_units(spans, maskable & in_span, words, budget, self.cap, draws.uniform(tf.shape(input_ids)))
+            return chosen, spans
+        tokens = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)  # BERT's and ELECTRA's count: every token
+        if self.masking == WHOLE_WORD:
+            words = word_numbers(input_ids, special, self.starts_word)
+            budget = row_budgets(self.mlm_probability, tokens, self.cap)
+        else:  # ELECTRA's: each token a word of its own, the count in float32 as ELECTRA's TensorFlow counts it
+            words = tf.broadcast_to(tf.range(tf.shape(input_ids)[1]), tf.shape(input_ids))
+            budget = row_budgets(self.mlm_probability, tokens, self.cap, tf.float32)
+        return take_words(words, maskable, budget, draws.uniform(tf.shape(input_ids))), words

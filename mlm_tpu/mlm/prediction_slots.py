@@ -7,8 +7,9 @@ token restored, no label), as BERT's create_pretraining_data never masks more th
 goes unscored. How many were left out rides along in `targets_left_out`, which the trainer adds up and each epoch's
 log line names: such rows train on fewer targets than the dense head would. The default number of slots makes that
 rare: a row overflows with probability below 1e-6 (the binomial law of 🤗's masking, each token masked on its own).
-Whole-word and span masking never overflow: they mask within a budget that the slots cap (word_masking.py), and
-their default slots are the budget of a full row and a few more, for the word that crosses it.
+Whole-word, span and ELECTRA's token masking never overflow: they mask within a budget that the slots cap
+(word_masking.py). Whole-word and ELECTRA's masking never exceed the budget: their default slots are the budget of a
+full row (masking.Masking.default_slots); span's are that and a few more, for the word that crosses it.
 Slots beyond a row's masked positions point at position 0 with label -100, so they weigh nothing in the loss.
 """
 
@@ -23,21 +24,20 @@ from mlm_tpu.training.task import TARGETS_LEFT_OUT
 
 MASKED_POSITIONS = "masked_lm_positions"  # [rows, slots]: where the head runs (BERT's feature name)
 OVERFLOW_PROBABILITY = 1e-6  # the default slots: a row draws more masks than this rarely
-# whole-word and span masking: default slots beyond a full row's budget, for the word that crosses the budget (masked
-# when at least half of it fits: word_masking.take_units), so that crossing words of up to 9 pieces stay masked
+# span masking: default slots beyond a full row's budget, for the word that crosses the budget (masked when at least
+# half of it fits: word_masking.take_units), so that crossing words of up to 9 pieces stay masked
 CROSSING_WORD_SLOTS = 4
 
 
-def default_slots(mlm_probability: float, length: int, whole_words: bool = False) -> int:
+def default_slots(mlm_probability: float, length: int, spans: bool = False) -> int:
     """The fewest slots that a row of `length` tokens, each masked with probability `mlm_probability`, overflows with
     probability below OVERFLOW_PROBABILITY (every token counted as maskable: rows have fewer, so it is rarer still);
-    with `whole_words` (whole-word and span masking), the budget of a row of `length` maskable tokens and
-    CROSSING_WORD_SLOTS.
+    with `spans` (span masking), the budget of a row of `length` maskable tokens and CROSSING_WORD_SLOTS.
 
-    >>> default_slots(0.15, 128), default_slots(0.15, 512), default_slots(0.15, 128, whole_words=True)
+    >>> default_slots(0.15, 128), default_slots(0.15, 512), default_slots(0.15, 128, spans=True)
     (41, 118, 23)
     """
-    if whole_words:
+    if spans:
         return min(length, budget_of(mlm_probability, length) + CROSSING_WORD_SLOTS)
     def log_probability(masks: int) -> float:  # of `masks` masked tokens in the row
         return (math.lgamma(length + 1) - math.lgamma(masks + 1) - math.lgamma(length - masks + 1)

@@ -7,6 +7,7 @@ predicted right, with the dense head on the run's masking (so its figures compar
 `evaluate --masking token` scores runs of any masking alike); the output folder holds the model of the last epoch.
 """
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
 from transformers import TFAutoModelForMaskedLM
@@ -14,6 +15,7 @@ from transformers import TFAutoModelForMaskedLM
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.mlm.masking import Masking, MlmMasker
+from mlm_tpu.mlm.masking import SPAN
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
@@ -30,19 +32,27 @@ class MaskedLmTask(Task):
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
     takes_pretrained_weights = False  # pretrains from scratch (a delta tunes a pretrained one: delta/task.py)
+    default_masking = Masking()  # what a run that gives no masking flags masks (🤗's, 80/10/10)
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
-        self.masking = Masking()
+        self.masking = self.default_masking
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
 
     def check(self, config) -> None:
         super().check(config)
-        Masking.of(config)  # a bad --masking or replacement split, refused before anything loads
+        Masking.of(config, self.default_masking)  # a bad --masking or replacement split, refused before anything loads
         if config.dense_mlm_head and config.max_predictions_per_seq:
             raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "
                             "predicts at every position: drop one of --dense-mlm-head and --max-predictions-per-seq")
+
+    def with_defaults(self, config):
+        """`config` with the replacement split it masks with (the task's default where not given), so that
+        training_args.json and the backup's settings say the split the run used."""
+        masking = Masking.of(config, self.default_masking)
+        return replace(config, mask_replace_prob=masking.mask_replace_prob,
+                       random_replace_prob=masking.random_replace_prob)
 
     def load_tokenizer(self, config):
         source = tokenizer_source(config)  # with --delta, the base model's own when --tokenizer is not given
@@ -65,7 +75,10 @@ class MaskedLmTask(Task):
         given = config.max_predictions_per_seq
         self.prediction_slots = min(given or self.masking.default_slots(train.length), train.length)
         at = f"at --mlm-probability {self.masking.mlm_probability:g}"
-        if self.masking.whole_words:
+        if self.masking.within_row_budget:
+            why = f"a full row's masking budget {at}"
+            beyond = "no row masks more: a word that does not fit is left unmasked, whole"
+        elif self.masking.mode == SPAN:
             why = f"a full row's masking budget {at}, and {CROSSING_WORD_SLOTS} for the word that crosses it"
             beyond = "no row masks more: a word that does not fit is left unmasked, whole"
         else:
@@ -75,7 +88,7 @@ class MaskedLmTask(Task):
             f"({'--max-predictions-per-seq' if given else why}); {beyond}")
 
     def _set_masking(self, config, tokenizer) -> None:
-        self.masking = Masking.of(config)
+        self.masking = Masking.of(config, self.default_masking)
         self.word_starts = self.masking.word_starts(tokenizer)
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:

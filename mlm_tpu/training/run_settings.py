@@ -19,6 +19,10 @@ from mlm_tpu.errors import UserError
 
 GLOBAL_BATCH = "global_batch_size"  # computed: per-replica batch x replicas
 SHARDS = "train_shards"  # computed: the training shards' names and counts
+# settings that earlier runs recorded unset (None) where runs now record the value they use
+# (MaskedLmTask.with_defaults), and the value such a run used: --task electra's default split has since become
+# ELECTRA's (85/15/0), so an earlier ELECTRA run resumed without the flags is refused, not silently changed
+UNSET_USED = {"mask_replace_prob": 0.8, "random_replace_prob": 0.1}
 
 
 def _result_fields(config, prefix: str = "") -> Dict[str, Any]:
@@ -71,6 +75,13 @@ def _recorded(path: str, value: Any) -> Any:
     return _shown(path, value) if path == SHARDS else value
 
 
+def _unset_used(recorded: dict, current: dict) -> Dict[str, Any]:
+    """The values a backup's unset settings of UNSET_USED stood for, where the run records them now (the tasks that
+    use them)."""
+    return {path: value for path, value in UNSET_USED.items()
+            if path in recorded and recorded[path] is None and current.get(path) is not None}
+
+
 def changed_settings(recorded: dict, current: dict) -> List[str]:
     """The settings whose values differ (the training shards count as unchanged when only their folder moved)."""
     return [path for path in sorted(set(recorded) | set(current))
@@ -86,7 +97,8 @@ def check_resumed_settings(config, recorded: Optional[dict], current: dict, step
         warn(f"the backup in {folder} was written by mlm_tpu 0.3, which did not record the run's settings: resuming "
              "without checking that they are the same")
         return list(earlier_changes)
-    changed = changed_settings({**_defaults(type(config)), **recorded}, current)
+    recorded = {**_defaults(type(config)), **recorded, **_unset_used(recorded, current)}  # what the backup's run used
+    changed = changed_settings(recorded, current)
     if not changed:
         return list(earlier_changes)
     config_class = type(config)

@@ -35,17 +35,19 @@ class MaskingSettings:
         help="{who}: share of tokens masked (default: {probability_default}).")
     masking: Optional[str] = setting(  # token | whole-word | span (None: token)
         None, group="task", choices=MASKINGS,
-        help="{who}: token: each token masked on its own (🤗's collator; the default). whole-word: every piece of a "
-             "chosen word (BERT's whole-word masking), words taken at random until --mlm-probability of a row's "
-             "tokens are masked. span: SpanBERT's spans of whole words, their lengths in words geometric (p = 0.2, "
-             "at most 10, mean 3.8), until that share is masked. Words are read from the tokenizer's marks: ▁ "
-             "(Unigram), Ġ (byte-level BPE), ## (WordPiece).")
-    mask_replace_prob: Optional[float] = setting(  # masked tokens made the mask token (None: 0.8)
+        help="{who}: token: each token masked on its own (🤗's collator; the default); for --task electra, "
+             "ELECTRA's: exactly round(--mlm-probability x the row's tokens) in each row. whole-word: every piece of a "
+             "chosen word (BERT's whole-word masking), words taken at random while they fit a budget of "
+             "round(--mlm-probability x the row's tokens), a word that does not fit skipped. span: SpanBERT's spans "
+             "of whole words, their lengths in words geometric (p = 0.2, at most 10, mean 3.8), until that share is "
+             "masked. Words are read from the tokenizer's marks: ▁ (Unigram), Ġ (byte-level BPE), ## (WordPiece).")
+    mask_replace_prob: Optional[float] = setting(  # masked tokens made the mask token (None: the task's, 0.8)
         None, low=0, high=1, group="task", metavar="P",
-        help="{who}: share of the masked tokens that become the mask token (default: 0.8; 🤗's "
-             "DataCollatorForLanguageModeling's name and meaning). Decided per token, but per span with --masking "
-             "span, as SpanBERT does.")
-    random_replace_prob: Optional[float] = setting(  # masked tokens made a random one (None: 0.1)
+        help="{who}: share of the masked tokens that become the mask token (default: 0.8; for --task electra, "
+             "ELECTRA's 0.85; 🤗's DataCollatorForLanguageModeling's name and meaning). Decided per token, but per "
+             "span with --masking span, as SpanBERT does.")
+    random_replace_prob: Optional[float] = setting(  # masked tokens made a random one (None: the task's, 0.1)
         None, low=0, high=1, group="task", metavar="P",
-        help="{who}: share of the masked tokens that become a random token (default: 0.1); the rest, 1 - "
-             "--mask-replace-prob - --random-replace-prob, stay unchanged (still predicted).")
+        help="{who}: share of the masked tokens that become a random token (default: 0.1; for --task electra, "
+             "ELECTRA's 0); the rest, 1 - --mask-replace-prob - --random-replace-prob, stay unchanged (still "
+             "predicted).")

@@ -49,6 +49,25 @@ def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
+def check_base_vocabulary(config: TrunkConfig, tokenizer) -> None:
+    """A run that starts from --model-name-or-path reads its shards with --tokenizer, but the base's embeddings were
+    learnt for the pieces of its own tokenizer: --tokenizer must have the same vocabulary (the same pieces at the
+    same ids; its files may differ). A base without tokenizer files of its own (or a Hub name) is not checked."""
+    from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
+
+    base = config.model_name_or_path
+    if not (config.tokenizer and base and holds_tokenizer(base)):
+        return
+    base_vocabulary, vocabulary = load_tokenizer(base, "--model-name-or-path").get_vocab(), tokenizer.get_vocab()
+    if vocabulary != base_vocabulary:
+        same = len(vocabulary.items() & base_vocabulary.items())
+        raise UserError(f"--tokenizer {config.tokenizer} has another vocabulary than the tokenizer of "
+                        f"--model-name-or-path {base}, whose embeddings were learnt for its pieces ({len(vocabulary):,} "
+                        f"pieces against {len(base_vocabulary):,}, {same:,} of them the same at the same id); shard "
+                        f"the data with the base's tokenizer (`mlm-tpu shard --tokenizer {base} ...`) and drop "
+                        "--tokenizer")
+
+
 def check_one_start(config: TrunkConfig, weights: str) -> None:
     """A fine-tuning task starts from `weights` (--model-name-or-path) or from a shape (from scratch), not both."""
     if config.model_name_or_path and (config.model_config or config.config_overrides):
@@ -145,6 +164,11 @@ class Task:
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
+
+    def with_defaults(self, config: TrunkConfig) -> TrunkConfig:
+        """`config` with the task's defaults filled in where they depend on the task, so that training_args.json and
+        the backup's settings record the values the run used (the masked LM's replacement split)."""
+        return config
 
     def check_base(self, base_config, where: str) -> None:
         """Refuse a pretrained model (its config: nothing is loaded yet) this task cannot start from; `where` names
