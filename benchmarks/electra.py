@@ -68,7 +68,7 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.tasks import make_task
     from mlm_tpu.tokenizer.load import load_tokenizer
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     tokenizer = load_tokenizer(str(work / "tokenizer"))
     shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))

@@ -74,7 +74,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     import_tensorflow()
     quiet_libraries()
     from mlm_tpu.tasks import training_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.trainer import train
 
     config = _config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})

@@ -13,27 +13,87 @@ import json
 import math
 import os
 import typing
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from mlm_tpu.errors import UserError
 
 
 def setting(default: Any = dataclasses.MISSING, *, low: Optional[float] = None, high: Optional[float] = None,
             low_open: bool = False, high_open: bool = False, flag: Optional[str] = None,
-            changes_result: bool = True) -> Any:
+            changes_result: bool = True, help: Optional[str] = None, group: Optional[str] = None,
+            names: Tuple[str, ...] = (), **options: Any) -> Any:
     """A dataclass field whose value must lie in [low, high] (open ends with `low_open`/`high_open`).
 
     `flag` is the command-line spelling used in messages (default: `--` and the name with dashes).
     `changes_result=False` says that a training run resumed with another value is still the same run
-    (training/run_settings.py), as for logging or backup intervals.
+    (training/run_settings.py), as for logging or backup intervals. A field with `help` is also a flag of
+    the commands that generate theirs (cli/flags.py's `add_settings`): in the `group` of their --help,
+    spelled `flag` and `names`, with argparse's `options` (type, nargs, choices, metavar, action).
     """
     metadata = {"low": low, "high": high, "low_open": low_open, "high_open": high_open, "flag": flag,
-                "changes_result": changes_result}
+                "changes_result": changes_result, "help": help, "group": group, "names": names, "options": options}
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def comma_separated(text: str) -> Tuple[str, ...]:
+    """A flag's value of comma-separated names ("q,v"), as a tuple."""
+    return tuple(text.split(","))
 
 
 def flag_of(field: dataclasses.Field) -> str:
     return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def key_of(field: dataclasses.Field) -> str:
+    """The name a setting goes by in a run's config (and its file): its flag's, with underscores (LoraSettings'
+    `rank` is `lora_rank`)."""
+    return flag_of(field)[2:].replace("-", "_")
+
+
+def joined_dataclass(name: str, base: type, parts: Sequence[type], doc: str) -> type:
+    """The dataclass `base` with the fields of each dataclass of `parts` added after its own, each under its key
+    (key_of), once however many parts share it: a run's one flat config of settings declared in many places."""
+    added, seen = [], {field.name for field in dataclasses.fields(base)}
+    for part in parts:
+        hints = typing.get_type_hints(part)
+        for field in dataclasses.fields(part):
+            if key_of(field) not in seen:
+                seen.add(key_of(field))
+                added.append((key_of(field), hints[field.name],
+                               dataclasses.field(default=field.default, metadata=field.metadata)))
+    return dataclasses.make_dataclass(name, added, bases=(base,), namespace={"__doc__": doc,
+                                                                           "__module__": base.__module__})
+
+
+def settings_given(config: Any, settings: type) -> Dict[str, Any]:
+    """{key: value} of the fields of the dataclass `settings` that `config` (a joined dataclass holding them) sets to
+    other than their defaults."""
+    return {key_of(field): getattr(config, key_of(field)) for field in dataclasses.fields(settings)
+            if getattr(config, key_of(field)) != field.default}
+
+
+def settings_of(config: Any, settings: type) -> Any:
+    """The dataclass `settings` with the values `config` (a joined dataclass holding its fields, or any object with
+    them as attributes) holds for its fields."""
+    return settings(**{field.name: getattr(config, key_of(field)) for field in dataclasses.fields(settings)})
+
+
+def refuse_others_settings(config: Any, owners: Mapping[str, type], chosen: Optional[str], flag: str,
+                           nothing: str = "") -> None:
+    """Refuse a setting given (not at its default) that belongs to no `owners[chosen]`, in one line naming whose it
+    is: `owners` maps each choice of `flag` (--task, --delta) to its settings dataclass; `nothing` says what no choice
+    is (where None is one)."""
+    def keys(settings: type) -> set:
+        return {key_of(field) for field in dataclasses.fields(settings)}
+
+    own = keys(owners[chosen]) if chosen in owners else set()
+    for settings in owners.values():
+        for key in [key for key in settings_given(config, settings) if key not in own]:
+            given = "--" + key.replace("_", "-")
+            users = [user for user, other in owners.items() if key in keys(other)]
+            now = f"{flag} {chosen}" if chosen else nothing
+            raise UserError(f"{given} is a setting of {' and '.join(f'{flag} {user}' for user in users)}, not of "
+                            f"{now}; drop {given}" + ("" if chosen else f", or add {flag} {users[0]}"))
 
 
 def _range_words(meta: Mapping[str, Any]) -> str:

@@ -15,6 +15,11 @@
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
 
+Each task is declared once here (TASKS_DECLARED): its plug-in, its settings (a dataclass in its folder, whose
+fields are its flags), the kind of shards it trains on and, where its saved models' head names it, that head (class,
+pipeline, PEFT's task type), from which the maps of heads below derive. TrainingConfig joins the trunk's config and
+every task's and delta method's settings; `check_settings` refuses another's in one line.
+
 This registry sits above the stages and the product lines: the commands (api.py, cli/) look a plug-in
 up here and hand it to the trainer, evaluation, inspection or export, which never import a task.
 """
@@ -22,24 +27,79 @@ up here and hand it to the trainer, evaluation, inspection or export, which neve
 import dataclasses
 import importlib
 import os
+from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from mlm_tpu.configuration import joined_dataclass, refuse_others_settings
+from mlm_tpu.delta import METHOD_SETTINGS
+from mlm_tpu.electra.settings import ElectraSettings
+from mlm_tpu.encoder.settings import EncoderSettings
 from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.settings import MaskedLmSettings
+from mlm_tpu.t5.settings import ClassificationSettings, GenerationSettings, SpanCorruptionSettings
+from mlm_tpu.training.config import TrunkConfig
 
-PLUG_INS: Dict[str, Tuple[str, str]] = {  # task -> (module, class) of its mlm_tpu.training.task.Task
-    "mlm": ("mlm_tpu.mlm.task", "MaskedLmTask"),
-    "electra": ("mlm_tpu.electra.task", "ElectraTask"),
-    "span-corruption": ("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
-    "classification": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
-    "generation": ("mlm_tpu.t5.text2text_task", "Text2TextTask"),
-    "sequence-classification": ("mlm_tpu.encoder.task", "SequenceClassificationTask"),
-    "token-classification": ("mlm_tpu.encoder.task", "TokenClassificationTask"),
+
+@dataclass(frozen=True)
+class Head:
+    """A task's head, declared once: what its saved models are, which 🤗 pipeline runs them, and PEFT's task type of
+    their adapters (which save the new head whole beside the delta)."""
+
+    class_name: str  # transformers' TF class ("TFAutoModelForSequenceClassification"); its name ends the saved one's
+    pipeline_tag: Optional[str] = None  # the pipeline, and the `predict` command, that runs its models
+    peft_task_type: Optional[str] = None  # PEFT's task_type ("SEQ_CLS")
+
+    @property
+    def suffix(self) -> str:
+        """How the architecture of a saved model with this head ends (RobertaForSequenceClassification)."""
+        return self.class_name.removeprefix("TF").removeprefix("AutoModel")
+
+
+@dataclass(frozen=True)
+class TaskDeclaration:
+    """Everything the shared code knows of a task: its plug-in (module, class of a training.task.Task), its settings
+    (a dataclass of fields made with `setting()`: the flags of `train --task <name>`), the kind of shards it trains on
+    (mlm_tpu.shards.format.KINDS) and, where its saved models' head says which task made them, that head."""
+
+    plug_in: Tuple[str, str]
+    settings: type
+    shard_kind: str
+    head: Optional[Head] = None
+
+
+TASKS_DECLARED: Dict[str, TaskDeclaration] = {
+    "mlm": TaskDeclaration(("mlm_tpu.mlm.task", "MaskedLmTask"), MaskedLmSettings, "mlm"),
+    "electra": TaskDeclaration(("mlm_tpu.electra.task", "ElectraTask"), ElectraSettings, "mlm",
+                               Head("TFElectraForPreTraining")),
+    "span-corruption": TaskDeclaration(("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
+                                       SpanCorruptionSettings, "span-corruption"),
+    "classification": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), ClassificationSettings,
+                                      "text2text"),
+    "generation": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), GenerationSettings, "text2text"),
+    "sequence-classification": TaskDeclaration(
+        ("mlm_tpu.encoder.task", "SequenceClassificationTask"), EncoderSettings, "sequence-classification",
+        Head("TFAutoModelForSequenceClassification", "text-classification", "SEQ_CLS")),
+    "token-classification": TaskDeclaration(
+        ("mlm_tpu.encoder.task", "TokenClassificationTask"), EncoderSettings, "token-classification",
+        Head("TFAutoModelForTokenClassification", "token-classification", "TOKEN_CLS")),
 }
-TASKS = tuple(PLUG_INS)
+TASKS = tuple(TASKS_DECLARED)
+TASK_SETTINGS = {name: declared.settings for name, declared in TASKS_DECLARED.items()}  # task -> its settings class
+# One training run: the trunk's fields (what the stages read), then each task's and each delta method's settings, in
+# one flat dataclass: training_args.json stays flat too, keyed by the flags' names, so a run's file replays, and a
+# backup's recorded settings compare, with any version that has those flags.
+TrainingConfig = joined_dataclass("TrainingConfig", TrunkConfig, (*TASK_SETTINGS.values(), *METHOD_SETTINGS.values()),
+                                  "One training run: data, model, optimisation, output and hardware (TrunkConfig), and "
+                                  "the settings of every task and delta method, those of others than its own at their "
+                                  "defaults.")
 ENCODER_TASKS = ("sequence-classification", "token-classification")
 T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCODER_TASKS))
-HEADS = {"ElectraForPreTraining": "electra", "ForSequenceClassification": "sequence-classification",
-         "ForTokenClassification": "token-classification"}  # how a saved model's architecture ends -> its task
+# the maps derived from the heads: how a saved model's architecture ends -> its task; a pipeline -> its task
+HEADS = {declared.head.suffix: name for name, declared in TASKS_DECLARED.items() if declared.head}
+PIPELINES = {declared.head.pipeline_tag: name for name, declared in TASKS_DECLARED.items()
+             if declared.head and declared.head.pipeline_tag}
+PEFT_TASK_TYPES = {declared.head.suffix: declared.head.peft_task_type for declared in TASKS_DECLARED.values()
+                   if declared.head and declared.head.peft_task_type}  # PEFT's task type of a head's adapters
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:
@@ -55,17 +115,23 @@ def task_from_head(task: Optional[str], head: Optional[str]) -> str:
 
 def make_task(name: str):
     """The plug-in that runs task `name` (its module is imported only when used)."""
-    if name not in PLUG_INS:
+    if name not in TASKS_DECLARED:
         raise UserError(f"--task must be one of {', '.join(TASKS)}, not '{name}'")
-    module, attribute = PLUG_INS[name]
-    return getattr(importlib.import_module(module), attribute)(name)
+    module, attribute = TASKS_DECLARED[name].plug_in
+    return getattr(importlib.import_module(module), attribute)(name, TASKS_DECLARED[name])
+
+
+def check_settings(config) -> None:
+    """Refuse, in one line naming whose it is, a setting of another task than --task, or of another delta method
+    than --delta (or of one without --delta)."""
+    refuse_others_settings(config, TASK_SETTINGS, config.task, "--task")
+    refuse_others_settings(config, METHOD_SETTINGS, config.delta, "--delta", "a run without --delta (every weight "
+                           "trains)")
 
 
 def training_task(config):
     """The plug-in a training run drives: `config.task`'s, with `config.delta`'s method when delta-tuning."""
-    from mlm_tpu.delta import check_delta_settings
-
-    check_delta_settings(config)
+    check_settings(config)
     task = make_task(config.task)
     if config.delta is None:
         return task

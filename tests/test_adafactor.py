@@ -59,7 +59,7 @@ def test_each_step_is_t5x_adafactor_and_the_state_is_factored(shape):
 
 
 def test_t5s_rsqrt_schedule_and_its_defaults():
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import InverseSquareRoot, with_schedule_defaults
 
     config = with_schedule_defaults(TrainingConfig("shards", "out", lr_schedule="rsqrt"))
@@ -74,7 +74,7 @@ def test_t5xs_base_learning_rate_gives_t5xs_rates_and_a_t5x_base_given_as_a_peak
     """T5X's pretrain.gin: factors 'constant * rsqrt_decay', base_learning_rate 1.0, warmup_steps 10000, i.e. the
     rate base / sqrt(max(step, warm-up)). --base-learning-rate takes that meaning; --learning-rate 1.0 with rsqrt
     (a peak 100 times T5's) is refused with the fix; a run's training_args.json, which records both, replays."""
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import InverseSquareRoot, with_schedule_defaults
 
     def t5x_rate(step, base, warmup):  # t5x.utils.create_learning_rate_scheduler's step_fn for those factors

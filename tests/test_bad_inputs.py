@@ -598,7 +598,7 @@ def base_model_for_a_whole_model(inputs):
 
 # --- electra ---------------------------------------------------------------------------------------------------------
 
-@row("train", "--generator-size-ratio does not apply to --task mlm", absent=("model",))
+@row("train", "--generator-size-ratio is a setting of --task electra, not of --task mlm", absent=("model",))
 def electra_setting_for_the_masked_lm(inputs):
     return train_flags(inputs, None, "--generator-size-ratio", "0.5")
 

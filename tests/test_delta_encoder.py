@@ -55,7 +55,7 @@ def built_adapter(work, method: str, family: str, run: str) -> Path:
     from mlm_tpu.model_folder.card import CardFacts
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.tasks import training_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import with_schedule_defaults
     from mlm_tpu.training.trainer import Plan, build_model_and_optimizer
 

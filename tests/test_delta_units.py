@@ -164,7 +164,7 @@ def test_a_resume_with_other_delta_settings_is_refused(setting, value, tmp_path)
     import dataclasses
 
     from mlm_tpu.errors import UserError
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 
     started = TrainingConfig(train_dataset="shards", output_dir=str(tmp_path), task="classification",
@@ -230,7 +230,7 @@ def trainer_model_and_optimizer(method: str, length: int, **settings):
     """What the trainer builds for `train.py --task classification --delta method` on the fixture T5 classifier with
     `length`-token examples: (the model with its delta, the optimizer with its state), AdamW at 1e-2 from step 0."""
     from mlm_tpu.tasks import training_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import with_schedule_defaults
     from mlm_tpu.training.trainer import Plan, build_model_and_optimizer
 
@@ -277,7 +277,7 @@ def test_t5_deltas_take_inputs_past_512_tokens(method):
 def test_roberta_deltas_keep_the_length_of_its_positions():
     from mlm_tpu.errors import UserError
     from mlm_tpu.tasks import training_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     config = TrainingConfig(train_dataset="shards", output_dir="unused", task="mlm", delta="lora",
                             model_name_or_path=str(FIXTURES / "roberta"), tokenizer=str(FIXTURES / "roberta"))

@@ -219,9 +219,8 @@ def test_electra_masks_its_generators_input_as_electra_does(wikitext_tokenizer, 
     from test_masking import masked_positions, packed, paragraphs
 
     from mlm_tpu.errors import UserError
-    from mlm_tpu.tasks import make_task
+    from mlm_tpu.tasks import TrainingConfig, make_task
     from mlm_tpu.tokenizer.load import load_tokenizer
-    from mlm_tpu.training.config import TrainingConfig
 
     tokenizer = load_tokenizer(str(wikitext_tokenizer[0]))
     rows, _ = packed(tokenizer, paragraphs(wikitext_path, 1500), length=MAX_LENGTH)
@@ -275,8 +274,7 @@ def test_a_run_that_left_the_split_unset_resumes_only_with_the_split_it_used():
     from dataclasses import replace
 
     from mlm_tpu.errors import UserError
-    from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig, make_task
     from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
 
     def settings(config):

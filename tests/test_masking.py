@@ -382,8 +382,8 @@ def test_inspect_shows_words_masked_whole_or_in_part(tokenizers):
 ])
 def test_bad_masking_settings_are_one_line_before_anything_loads(settings, message):
     from mlm_tpu.errors import UserError
-    from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import EvaluationConfig, TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig, make_task
+    from mlm_tpu.training.config import EvaluationConfig
 
     with pytest.raises(UserError, match=message):
         make_task("mlm").check(TrainingConfig("t", "o", **settings))

@@ -113,7 +113,8 @@ def test_bad_t5_input_is_one_clear_line(case, quality_shards, shards, wikitext_t
     base = [str(f) for f in t5_flags(quality_shards, t5_data.tokenizer, tmp_path / "out", "classification")]
     cases = {
         "no task": ([f for f in base if f not in ("--task", "classification")], ["--head t5 needs --task"]),
-        "mlm flag": (base + ["--mlm-probability", "0.2"], ["--mlm-probability does not apply to --task classification"]),
+        "mlm flag": (base + ["--mlm-probability", "0.2"], ["--mlm-probability is a setting of --task mlm and --task "
+                                                            "electra, not of --task classification"]),
         "multi-token label": (base + ["--labels", "none", "low", "good", "high"], ["label 'none' is 2 tokens",
                                                                           "--task generation"]),
         "label missing from the shards": (base + ["--labels", "low", "high"], ["--train-dataset", "good", "--labels"]),

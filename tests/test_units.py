@@ -1,6 +1,7 @@
 """Fast checks of what the end-to-end runs exercise: feature specs, model configs fitted to tokenizers, the
 scores over positions that take a loss, and the tasks' plug-ins."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -126,27 +127,34 @@ def test_scores_count_only_the_positions_that_take_a_loss():
                                     "perplexity": math.exp(expected_loss / 2), "masked_accuracy": 0.5})
 
 
-@pytest.mark.parametrize("task, kind, setting", [("mlm", MLM, "labels"), ("classification", TEXT2TEXT, "mlm_probability"),
-                                                 ("generation", TEXT2TEXT, "max_predictions_per_seq"),
-                                                 ("generation", TEXT2TEXT, "dense_mlm_head"),
-                                                 ("classification", TEXT2TEXT, "masking")])
-def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting):
-    from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+@pytest.mark.parametrize("task, kind, setting, owners", [
+    ("mlm", MLM, "labels", "--task classification"), ("classification", TEXT2TEXT, "mlm_probability",
+                                                      "--task mlm and --task electra"),
+    ("generation", TEXT2TEXT, "max_predictions_per_seq", "--task mlm and --task electra"),
+    ("generation", TEXT2TEXT, "dense_mlm_head", "--task mlm and --task electra"),
+    ("classification", TEXT2TEXT, "masking", "--task mlm and --task electra"),
+    ("mlm", MLM, "max_target_length", "--task classification and --task generation"),
+    ("electra", MLM, "metric_for_best_model", "--task classification and --task generation and --task "
+                                              "sequence-classification and --task token-classification")])
+def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task, kind, setting, owners):
+    from mlm_tpu.tasks import check_settings, make_task
+    from mlm_tpu.tasks import TrainingConfig
 
     plug_in = make_task(task)
     assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
     value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True,
-             "masking": "span"}
-    with pytest.raises(UserError, match=f"--{setting.replace('_', '-')} does not apply to --task {task}"):
-        plug_in.check(TrainingConfig("t", "o", task=task, **{setting: value[setting]}))
-    plug_in.check(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
+             "masking": "span", "max_target_length": 8, "metric_for_best_model": "loss"}
+    flag = f"--{setting.replace('_', '-')}"
+    with pytest.raises(UserError, match=f"^{flag} is a setting of {owners}, not of --task {task}; drop {flag}$"):
+        check_settings(TrainingConfig("t", "o", task=task, **{setting: value[setting]}))
+    check_settings(TrainingConfig("t", "o", task=task))  # the defaults (dense_mlm_head False among them) are not "set"
+    plug_in.check(TrainingConfig("t", "o", task=task))
 
 
 @pytest.mark.parametrize("task", ["mlm", "electra"])  # ELECTRA's generator: a masked-LM head too
 def test_the_dense_head_has_no_prediction_slots_to_set(task):
     from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     with pytest.raises(UserError, match="drop one of --dense-mlm-head and --max-predictions-per-seq"):
         make_task(task).check(TrainingConfig("t", "o", task=task, dense_mlm_head=True, max_predictions_per_seq=20))
@@ -155,7 +163,7 @@ def test_the_dense_head_has_no_prediction_slots_to_set(task):
 @pytest.mark.parametrize("task", ["classification", "generation", "sequence-classification", "token-classification"])
 def test_a_fine_tuning_task_starts_from_weights_or_from_a_shape_not_both(task):
     from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig
 
     for shape in ({"model_config": "small"}, {"config_overrides": "num_layers=2"}):
         with pytest.raises(UserError, match="or --model-config/--config-overrides \\(from scratch\\), not both"):
@@ -178,8 +186,7 @@ def test_a_nan_score_is_the_worst_so_the_next_real_score_is_kept_over_it():
 
 def test_an_encoder_keeps_the_best_mean_of_scores_named_with_commas_never_averaging_the_loss():
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.tasks import make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TrainingConfig, make_task
 
     task = make_task("sequence-classification")
     task.labels = Labels(["no", "yes"], "single_label_classification")
@@ -200,15 +207,18 @@ SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask
 
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
-    from mlm_tpu.tasks import TASKS, make_task
-    from mlm_tpu.training.config import TrainingConfig
+    from mlm_tpu.tasks import TASK_SETTINGS, TASKS, check_settings, make_task
+    from mlm_tpu.tasks import TrainingConfig
 
-    assert set(SETTINGS_OF_SOME_TASKS) == {name for task in TASKS for name in make_task(task).unused_settings}
+    declared = {field.name for settings in TASK_SETTINGS.values() for field in dataclasses.fields(settings)}
+    assert set(SETTINGS_OF_SOME_TASKS) == declared | {"model_name_or_path"}  # a trunk setting the masked LMs refuse
     takes = {name: set() for name in SETTINGS_OF_SOME_TASKS}
     for task in TASKS:
         for name, value in SETTINGS_OF_SOME_TASKS.items():
             try:
-                make_task(task).check(TrainingConfig("t", "o", task=task, **{name: value}))
+                config = TrainingConfig("t", "o", task=task, **{name: value})
+                check_settings(config)
+                make_task(task).check(config)
                 takes[name].add(task)
             except UserError:  # one line, not a crash
                 pass

@@ -9,9 +9,10 @@ defaults there are (`--help` shows them from there).
 
 import argparse
 import dataclasses
+import typing
 from typing import Any, Dict, Optional
 
-from mlm_tpu.configuration import from_dict, merged
+from mlm_tpu.configuration import flag_of, from_dict, merged
 
 PREFIX = "config."  # argparse dests of config flags: "config." + the field's dotted path
 
@@ -81,6 +82,34 @@ class ConfigFlags:
         return from_dict(self.config_class, merged(base or {}, self.given(namespace)), source)
 
 
+def add_settings(flags: ConfigFlags, group, config_class: type, group_name: str, words: Optional[Dict[str, str]] = None,
+                 choices: Optional[Dict[str, tuple]] = None, prefix: str = "") -> None:
+    """A flag for each field of `config_class` (nested dataclasses' too) that says it belongs to `group_name` of the
+    --help (`setting(group=...)`), in the fields' order: its flag and `names`, its argparse options (`choices` the
+    command knows, by field name: what the task and method registries hold), its `help` filled in with `words`
+    ({who} and those the command gives)."""
+    hints = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
+        if dataclasses.is_dataclass(hints[field.name]):
+            add_settings(flags, group, hints[field.name], group_name, words, choices, f"{prefix}{field.name}.")
+        elif field.metadata.get("group") == group_name and field.metadata.get("help"):
+            options = {**_options_of(hints[field.name], field.default), **field.metadata["options"]}
+            if field.name in (choices or {}):
+                options["choices"] = choices[field.name]
+            help_text = field.metadata["help"].format_map(words or {})
+            flags.add(group, flag_of(field), *field.metadata["names"], field=prefix + field.name, help=help_text,
+                      **options)
+
+
+def _options_of(annotation, default) -> Dict[str, Any]:
+    """argparse's options for a setting of this type (those its metadata gives win): a number's type, a switch for
+    a bool (--x and --no-x where its default is None: on, off or decided by the run)."""
+    kind = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation)
+    if kind is bool:
+        return {"action": "store_true"} if default is False else {"action": argparse.BooleanOptionalAction}
+    return {"type": kind} if kind in (int, float) else {}
+
+
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--verbose", action="store_true",
              help="Also show what TensorFlow and 🤗 Transformers print themselves (start-up lines, notices).")
@@ -116,29 +145,12 @@ def add_corpus_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix
 
 
 def add_masking_flags(flags: ConfigFlags, parser, who: str, probability_default: str = "0.15") -> None:
-    """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (mlm/masking.py), shared by training,
-    evaluation and inspection; `who` says where they apply ("--task mlm"), `probability_default` what
-    --mlm-probability's help says of its default."""
-    from mlm_tpu.training.config import MASKINGS
+    """--mlm-probability, --masking, --mask-replace-prob and --random-replace-prob (training/settings.py's
+    MaskingSettings), for evaluation and inspection; `who` says where they apply ("Masked LM"),
+    `probability_default` what --mlm-probability's help says of its default."""
+    from mlm_tpu.training.settings import MaskingSettings
 
-    flags.add(parser, "--mlm-probability", type=float,
-              help=f"{who}: share of tokens masked (default: {probability_default}).")
-    flags.add(parser, "--masking", choices=MASKINGS,
-              help=f"{who}: token: each token masked on its own (🤗's collator; the default); for --task electra, "
-                   "ELECTRA's: exactly round(--mlm-probability x the row's tokens) in each row. whole-word: every "
-                   "piece of a chosen word (BERT's whole-word masking), words taken at random while they fit a "
-                   "budget of round(--mlm-probability x the row's tokens), a word that does not fit skipped. span: "
-                   "SpanBERT's spans of whole words, their lengths in words geometric (p = 0.2, at most 10, mean "
-                   "3.8), until that share is masked. Words are read from the tokenizer's marks: ▁ (Unigram), Ġ "
-                   "(byte-level BPE), ## (WordPiece).")
-    flags.add(parser, "--mask-replace-prob", type=float, metavar="P",
-              help=f"{who}: share of the masked tokens that become the mask token (default: 0.8; for --task "
-                   "electra, ELECTRA's 0.85; 🤗's DataCollatorForLanguageModeling's name and meaning). Decided per "
-                   "token, but per span with --masking span, as SpanBERT does.")
-    flags.add(parser, "--random-replace-prob", type=float, metavar="P",
-              help=f"{who}: share of the masked tokens that become a random token (default: 0.1; for --task "
-                   "electra, ELECTRA's 0); the rest, 1 - --mask-replace-prob - --random-replace-prob, stay unchanged "
-                   "(still predicted).")
+    add_settings(flags, parser, MaskingSettings, "task", {"who": who, "probability_default": probability_default})
 
 
 def add_hardware_flags(flags: ConfigFlags, parser: argparse.ArgumentParser, prefix: str = "hardware.") -> Any:

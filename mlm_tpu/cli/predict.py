@@ -22,7 +22,7 @@ from mlm_tpu.mlm import fill_mask
 from mlm_tpu.mlm.fill_mask import FillMaskConfig, Predictions
 from mlm_tpu.t5 import prediction
 from mlm_tpu.t5.prediction import Text2TextPredictionConfig
-from mlm_tpu.tasks import saved_model_loader
+from mlm_tpu.tasks import PIPELINES, saved_model_loader
 
 FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
 TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
@@ -131,7 +131,7 @@ def encoder_parser(prog: str, pipeline: str) -> argparse.ArgumentParser:
     parser = texts_parser(f"{prog} {pipeline}", encoder_prediction.__doc__, "texts", "TEXT",
                           f"Input texts ({words}); none: read lines from stdin.", ENCODER_FLAGS,
                           f"A {pipeline.replace('-', ' ')} model: `python train.py --task "
-                          f"{encoder_prediction.HEADS[pipeline][1]}`'s --output-dir, a save_pretrained folder or a "
+                          f"{PIPELINES[pipeline]}`'s --output-dir, a save_pretrained folder or a "
                           "Hub name.")
     ENCODER_FLAGS.add(parser, "--max-length", type=int,
                       help="Tokens per input, at most as many as the model reads; longer inputs are cut (default: "

@@ -13,6 +13,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import tf_keras as keras
 
+from mlm_tpu.configuration import settings_of
+from mlm_tpu.delta.registry import registration_of
 from mlm_tpu.errors import UserError
 from mlm_tpu.delta.modules_to_save import load_saved_state_dict, saved_layers, saved_state_dict
 from mlm_tpu.delta.targets import dense_layers, walk
@@ -21,8 +23,6 @@ from mlm_tpu.delta.targets import dense_layers, walk
 class DeltaMethod:
     """One method with its settings, applied to one model."""
 
-    name: str  # the --delta word
-    settings_class: type  # the dataclass of its settings (its config.py)
     supported_model_types = ("t5", "roberta")
     weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
     no_weight_decay: Tuple[str, ...] = ()  # its weights (names) AdamW must not pull toward 0, as PEFT's recipes
@@ -37,16 +37,21 @@ class DeltaMethod:
         self.saved_layers: List[keras.layers.Layer] = []  # the layers of modules_to_save, once applied
         self.places: List[tuple] = []  # (parent, attribute, wrapper) of each base layer a wrapper replaced
 
+    @property
+    def name(self) -> str:
+        """The --delta word it registered (its folder's __init__.py)."""
+        return registration_of(type(self)).name
+
     @classmethod
     def of(cls, config) -> "DeltaMethod":
-        """The method with the settings of a TrainingConfig."""
-        return cls(cls.settings_class.of(config))
+        """The method with the settings of a TrainingConfig (or any object with its settings' flags as attributes)."""
+        return cls(settings_of(config, registration_of(cls).settings))
 
     @classmethod
     def from_record(cls, settings: dict, modules_to_save: Sequence[str] = ()) -> "DeltaMethod":
         """The method with the settings an adapter folder records (mlm_tpu_delta.json)."""
-        method = cls(cls.settings_class(**{name: tuple(value) if isinstance(value, list) else value
-                                           for name, value in settings.items()}))
+        method = cls(registration_of(cls).settings(**{name: tuple(value) if isinstance(value, list) else value
+                                                      for name, value in settings.items()}))
         method.modules_to_save = tuple(modules_to_save)
         return method
 

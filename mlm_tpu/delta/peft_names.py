@@ -1,15 +1,17 @@
-"""What PEFT calls things: the prefix of every key it saves, and the task_type a model's adapter needs."""
+"""What PEFT calls things: the prefix of every key it saves, and the task_type a model's adapter needs (a head's: as
+its task declares it, mlm_tpu/tasks.py)."""
 
 from typing import Optional
 
+from mlm_tpu.tasks import PEFT_TASK_TYPES
+
 PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transformers model
-HEAD_TASK_TYPES = {"ForSequenceClassification": "SEQ_CLS", "ForTokenClassification": "TOKEN_CLS"}
 
 
 def head_task_type(class_name: str) -> Optional[str]:
     """PEFT's task type of a classifier class (TFAutoModelForSequenceClassification, TFBertForTokenClassification):
     the types whose PeftModel saves the new head whole beside the delta; None for other classes."""
-    return next((task_type for suffix, task_type in HEAD_TASK_TYPES.items() if class_name.endswith(suffix)), None)
+    return next((task_type for suffix, task_type in PEFT_TASK_TYPES.items() if class_name.endswith(suffix)), None)
 
 
 def task_type(model, method: str) -> Optional[str]:

@@ -41,7 +41,7 @@ class DeltaTask:
 
     def _takes_pretrained_weights(self) -> bool:
         """The masked-LM task trains from scratch only: here it starts from --model-name-or-path."""
-        return "model_name_or_path" not in self.task.unused_settings
+        return self.task.takes_pretrained_weights
 
     def _config_for_task(self, config):
         """The config the task checks: one that trains from scratch does not take --model-name-or-path itself."""

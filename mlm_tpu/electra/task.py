@@ -15,7 +15,7 @@ LM validates); the output folder holds the discriminator of the last epoch, its 
 from typing import Optional
 
 import tensorflow as tf
-from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
+from transformers import TFElectraForMaskedLM
 
 from mlm_tpu.console import log
 from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save_electra_folders
@@ -30,20 +30,19 @@ from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.flops import ExampleCost, electra_cost
-from mlm_tpu.training.task import Validation
+from mlm_tpu.training.task import Task, Validation
 
 
 class ElectraTask(MaskedLmTask):
-    model_class = TFElectraForPreTraining
+    model_class = Task.head_class  # TFElectraForPreTraining, as mlm_tpu/tasks.py declares it
     accuracy_name = "discriminator_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model")
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
     default_masking = ELECTRA_MASKING
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.discriminator_weight = DEFAULT_DISCRIMINATOR_WEIGHT
         self.inspected_model: Optional[ElectraPretrainer] = None
 

@@ -12,7 +12,6 @@ or mean squared error for a regression; -100 labels take none). Each epoch, vali
 from typing import Dict, List, Optional
 
 import tensorflow as tf
-from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTokenClassification
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
@@ -22,12 +21,11 @@ from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
-from mlm_tpu.shards.format import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, features_of
+from mlm_tpu.shards.format import features_of
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.evaluation import PredictionValidation
-from mlm_tpu.training.task import (MASKING_SETTINGS, BestMetric, Task, Validation, check_one_start, refuse_masking,
-                                   run_tokenizer)
+from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
 
 DEFAULT_PRESET = "base"
 
@@ -63,26 +61,24 @@ def label_remap(split: Labels, model: Labels, flag: str) -> List[int]:
 class EncoderTask(Task):
     """What the two encoder tasks share: labels from the shards, an encoder with a head, validation each epoch."""
 
-    head_class: type
     token_level: bool
     accuracy_name = "accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", *MASKING_SETTINGS, "dense_mlm_head",
-                       "max_predictions_per_seq", "generator_size_ratio", "discriminator_weight")
     token_features = ("input_ids",)  # its labels are classes, which inspection shows by name
-    pipeline_tag: str
     widget_text: str
     predict_command: str
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.labels: Optional[Labels] = None  # what the head predicts, once the shards (or the model) say
         self.remap: List[int] = []  # the validation split's label ids -> the model's
         self.inputs: List[str] = ["input_ids", "attention_mask"]  # what the model is called with
         self.settings: Dict[str, object] = {}
 
+    model_class = Task.head_class
+
     @property
-    def model_class(self):
-        return self.head_class
+    def pipeline_tag(self) -> str:
+        return self.declared.head.pipeline_tag
 
     def score_names(self) -> Dict[str, str]:
         """The validation scores, in words."""
@@ -192,10 +188,7 @@ def _check_length(model_config, length: int, flag: str, model: str) -> None:
 
 
 class SequenceClassificationTask(EncoderTask):
-    shard_kind = SEQUENCE_CLASSIFICATION
-    head_class = TFAutoModelForSequenceClassification
     token_level = False
-    pipeline_tag = "text-classification"
     widget_text = "I loved this film: the acting, the music, everything."
     predict_command = "python -m mlm_tpu.predict text-classification"
 
@@ -222,11 +215,8 @@ class SequenceClassificationTask(EncoderTask):
 
 
 class TokenClassificationTask(EncoderTask):
-    shard_kind = TOKEN_CLASSIFICATION
-    head_class = TFAutoModelForTokenClassification
     token_level = True
     accuracy_name = "tag_accuracy"
-    pipeline_tag = "token-classification"
     widget_text = "My name is Clara and I live in Berkeley, California."
     predict_command = "python -m mlm_tpu.predict token-classification"
 

@@ -30,7 +30,7 @@ from mlm_tpu.mlm.prediction_slots import default_slots, into_slots
 from mlm_tpu.mlm.word_masking import (budgets, candidate_spans, row_budget, row_budgets, take_units, take_words,
                                       word_numbers)
 from mlm_tpu.tokenizer.word_starts import word_start_table
-from mlm_tpu.training.config import MASKINGS
+from mlm_tpu.training.settings import MASKINGS
 
 TOKEN, WHOLE_WORD, SPAN = MASKINGS
 

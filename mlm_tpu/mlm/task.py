@@ -29,15 +29,13 @@ from mlm_tpu.training.task import Task, Validation, tokenizer_source
 
 
 class MaskedLmTask(Task):
-    shard_kind = MLM
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    unused_settings = ("labels", "max_target_length", "max_new_tokens", "model_name_or_path", "metric_for_best_model",
-                       "generator_size_ratio", "discriminator_weight")
+    takes_pretrained_weights = False  # pretrains from scratch (a delta tunes a pretrained one: delta/task.py)
     default_masking = Masking()  # what a run that gives no masking flags masks (🤗's, 80/10/10)
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.masking = self.default_masking
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head

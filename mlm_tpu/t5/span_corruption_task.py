@@ -23,7 +23,7 @@ from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sen
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import MASKING_SETTINGS, BestMetric, Task, Validation, refuse_masking, run_tokenizer
+from mlm_tpu.training.task import BestMetric, Task, Validation, refuse_masking, run_tokenizer
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -40,14 +40,11 @@ def recorded_lengths(shards: ShardSet, flag: str) -> SpanLengths:
 
 
 class SpanCorruptionTask(Task):
-    shard_kind = SPAN_CORRUPTION
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq", "labels", "max_target_length",
-                       "max_new_tokens", "metric_for_best_model", "generator_size_ratio", "discriminator_weight")
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.lengths: Optional[SpanLengths] = None
 
     def load_tokenizer(self, config):

@@ -27,8 +27,7 @@ from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.training.evaluation import PredictionValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import (MASKING_SETTINGS, BestMetric, Task, Validation, check_one_start, refuse_masking,
-                                   run_tokenizer)
+from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
 
@@ -60,24 +59,17 @@ def t5_card_words(summary: str, widget_text: str, labels=()) -> CardWords:
 
 
 class Text2TextTask(Task):
-    shard_kind = TEXT2TEXT
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
-    unused_settings = (*MASKING_SETTINGS, "dense_mlm_head", "max_predictions_per_seq", "generator_size_ratio",
-                       "discriminator_weight")
     packs = True
 
-    def __init__(self, name: str):
-        super().__init__(name)
+    def __init__(self, name: str, declared=None):
+        super().__init__(name, declared)
         self.scorer = None  # ClassificationScorer or GenerationScorer, once the shards are known
         self.settings: Dict[str, object] = {}
 
     def check(self, config) -> None:
         super().check(config)
-        if config.labels and self.name != "classification":
-            raise UserError("--labels is for --task classification")
-        if config.max_new_tokens is not None and self.name != "generation":
-            raise UserError("--max-new-tokens is for --task generation; classification takes one decoder step")
         if config.metric_for_best_model and config.metric_for_best_model not in BEST_METRICS[self.name]:
             raise UserError(f"--metric-for-best-model for {self.name} is one of {', '.join(BEST_METRICS[self.name])}, "
                             f"not {config.metric_for_best_model}")

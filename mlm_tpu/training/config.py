@@ -1,5 +1,6 @@
-"""The typed configs of the commands that run models: a training run (`python train.py`), an evaluation
-(`python -m mlm_tpu.evaluate`), and the hardware both run on. No TensorFlow here: flags are checked
+"""The typed configs of the commands that run models: the trunk of a training run (`python train.py`: what
+every task has; mlm_tpu/tasks.py's TrainingConfig joins each task's and delta method's settings to it), an
+evaluation (`python -m mlm_tpu.evaluate`), and the hardware both run on. No TensorFlow here: flags are checked
 before it loads.
 
 The defaults here are the only defaults. A run writes its config to `training_args.json` in its
@@ -15,7 +16,14 @@ from mlm_tpu.configuration import setting
 MAX_SEED = 2**31 - 1
 OPTIMIZERS = ("adamw", "adafactor")  # --optimizer (training/optimizers.py)
 SCHEDULES = ("linear", "rsqrt")  # --lr-schedule
-MASKINGS = ("token", "whole-word", "span")  # --masking (mlm/masking.py)
+
+
+def mixture_rate(text: str):
+    """A --mixture-rates value: a number, or the word 'examples' (checked with the others later)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 @dataclass
@@ -29,9 +37,14 @@ class HardwareConfig:
     cpu_replicas: int = setting(1, low=1, high=64, changes_result=False)  # split the CPU into replicas (Mirrored...)
     # TensorFlow's deterministic kernels (None: on, except on TPUs)
     deterministic: Optional[bool] = setting(None, changes_result=False)
-    communication: str = setting("auto", changes_result=False)  # several workers (TF_CONFIG): auto | ring | nccl
-    # several workers: seconds to wait for all to start
-    cluster_start_timeout: float = setting(300.0, low=1, changes_result=False)
+    communication: str = setting(  # several workers (TF_CONFIG): auto | ring | nccl
+        "auto", changes_result=False, group="hardware", choices=("auto", "ring", "nccl"),
+        help="Several workers (TF_CONFIG names more than one task; see `mlm-tpu launch`): how they all-reduce "
+             "gradients, ring (gRPC, any device), nccl (GPUs) or auto (default: auto).")
+    cluster_start_timeout: float = setting(  # several workers: seconds to wait for all to start
+        300.0, low=1, changes_result=False, group="hardware", metavar="SECONDS",
+        help="Several workers: how long each waits for all the others to start before naming the missing ones "
+             "(default: 300).")
 
     @property
     def wants_bf16(self) -> bool:
@@ -44,86 +57,192 @@ class HardwareConfig:
 
 
 @dataclass
-class TrainingConfig:
-    """One training run: data, model, optimisation, output and hardware."""
+class TrunkConfig:
+    """What every training run has, whatever its task: data, model, optimisation, output and hardware. Each field
+    with `help` is a flag of `python train.py` (cli/train.py generates them); `{presets}` in a help is filled in
+    there."""
 
     # folder (local or gs://) of training shards; several: a mixture of them (shards/mixture.py)
-    train_dataset: Union[str, Tuple[str, ...]]
+    train_dataset: Union[str, Tuple[str, ...]] = setting(
+        group="data", nargs="+", metavar="FOLDER",
+        help="Folder (local or gs://) of training shards (required); several: a mixture, each example drawn from one "
+             "of them at --mixture-rates, by (seed, step).")
     # local folder: the model each epoch (or the best), backup/, logs/, training_args.json
-    output_dir: str = setting(changes_result=False)
-    task: str = "mlm"  # mlm | electra | span-corruption | classification | generation (mlm_tpu.tasks)
-    eval_dataset: Optional[str] = None  # folder of validation shards, scored each epoch
-    tokenizer: Optional[str] = None  # the tokenizer the shards were made with
-    # model
-    model_config: Optional[str] = None  # train from scratch with this shape (a preset, a config.json, a Hub name)
-    config_overrides: Optional[str] = None  # "name=value,..." changes to that shape, e.g. hidden_dropout_prob=0
-    model_name_or_path: Optional[str] = None  # T5 tasks: start from these pretrained weights instead
-    max_length: Optional[int] = setting(None, low=8)  # tokens per example (per input for T5); None: the shards'
-    max_target_length: Optional[int] = setting(None, low=2)  # T5 text2text: tokens per target; None: the shards'
-    # optimisation
-    per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change
-    num_epochs: int = setting(1, low=1)
-    max_steps: Optional[int] = setting(None, low=1)  # stop after this many steps in all (None: the epochs)
-    optimizer: str = "adamw"  # adamw | adafactor (training/optimizers.py)
-    lr_schedule: str = "linear"  # linear (warm-up, then linear decay) | rsqrt (T5's inverse square root)
-    # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
-    learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=10)
-    # rsqrt: T5X's base_learning_rate B: the rate B / sqrt(max(step, warm-up)), whose peak --learning-rate records
-    base_learning_rate: Optional[float] = setting(None, low=0, low_open=True, high=1000, changes_result=False)
-    weight_decay_rate: float = setting(1e-3, low=0, high=1)  # AdamW's decoupled weight decay (Adafactor has none)
-    adam_beta1: float = setting(0.9, low=0, high=1, high_open=True)  # AdamW's first-moment decay
-    adam_beta2: float = setting(0.999, low=0, high=1, high_open=True)  # AdamW's second-moment decay
-    adam_epsilon: float = setting(1e-8, low=0, low_open=True)  # AdamW's epsilon, added to sqrt(second moment)
-    warmup_ratio: float = setting(0.05, low=0, high=1)  # share of the steps warming up (linear)
-    warmup_steps: Optional[int] = setting(None, low=0)  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
-    seed: int = setting(42, low=0, high=MAX_SEED)  # weights, data order, masks, spans, dropout
-    shuffle_buffer_size: int = setting(2**18, low=1)  # records shuffled together, across the input pipelines
-    input_pipelines: Optional[int] = setting(None, low=1)  # virtual input pipelines the data order is defined over
-    pack: bool = False  # text-to-text: several examples per row (shards/text2text_packing.py)
+    output_dir: str = setting(
+        changes_result=False, group="output",
+        help="Local folder (required): save_pretrained model and tokenizer (each epoch; for T5 tasks with "
+             "--eval-dataset only an epoch that beats the best so far), backup/ to resume, logs/ for TensorBoard, "
+             "training_args.json (this run's settings: --config replays it).")
+    task: str = setting(  # mlm | electra | span-corruption | classification | generation | ... (mlm_tpu.tasks)
+        "mlm", group="task",
+        help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). electra: pretrain an ELECTRA "
+             "generator (a small masked LM) and discriminator (which tells every token the generator replaced from "
+             "the originals) on the same shards; the output folder holds the discriminator, generator/ the "
+             "generator; scored by both models' loss and accuracy and the replaced tokens' precision and recall. "
+             "classification: T5 predicts one class token per example, scored by accuracy and per-class "
+             "precision/recall/F1. generation: T5 writes free text with XLA-compiled generate, scored by exact "
+             "match, token F1 and ROUGE-1/2/L. Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard "
+             "--task text2text`). span-corruption: pretrain T5 with T5's objective on raw rows (`python -m "
+             "mlm_tpu.shard --task span-corruption`), corrupted afresh each batch with the noise settings the "
+             "shards' manifest records; scored by target loss, perplexity and token accuracy. "
+             "sequence-classification: an encoder with a head predicts each text's (or pair's) class, or score; "
+             "scored by accuracy, macro F1 and Matthews correlation (Pearson and Spearman for scores). "
+             "token-classification: a tag per word, scored by entity precision/recall/F1 (seqeval). Both train on "
+             "labelled shards (`python -m mlm_tpu.shard --task sequence-classification|token-classification`).")
     # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
-    mixture_rates: Optional[Tuple[Union[float, str], ...]] = None
-    mixture_temperature: float = setting(1.0, low=0, low_open=True)  # with "examples": sizes ** (1 / T)
-    mixture_maximum: Optional[int] = setting(None, low=1)  # with "examples": a member counts as at most K examples
-    # task settings
-    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
-    masking: Optional[str] = None  # mlm and electra: token | whole-word | span (None: token; mlm/masking.py)
-    # mlm and electra: masked tokens made the mask token (0.8), and random ones (0.1)
-    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)
-    random_replace_prob: Optional[float] = setting(None, low=0, high=1)
-    # mlm and electra's generator: the head at every position (not only the masked ones): the same loss, computed as
-    # before; free on resuming
-    dense_mlm_head: bool = setting(False, changes_result=False)
-    # mlm and electra, the sparse head: prediction slots per row (None: enough for all but 1e-6 of rows,
-    # mlm/prediction_slots.py)
-    max_predictions_per_seq: Optional[int] = setting(None, low=1)
-    # electra: the generator's hidden size as a share of the discriminator's (None: the preset's, 1/4 or 1/3)
-    generator_size_ratio: Optional[float] = setting(None, low=0, high=1, low_open=True)
-    discriminator_weight: Optional[float] = setting(None, low=0, low_open=True)  # electra: λ of the loss (None: 50)
-    labels: Optional[Tuple[str, ...]] = None  # classification: the class names (None: the shards' targets)
-    max_new_tokens: Optional[int] = setting(None, low=1)  # generation: tokens generated in validation
-    metric_for_best_model: Optional[str] = None  # T5 tasks: the validation score whose best epoch is kept
+    mixture_rates: Optional[Tuple[Union[float, str], ...]] = setting(
+        None, group="data", nargs="+", type=mixture_rate, metavar="RATE",
+        help="With several --train-dataset folders: each one's share of the examples, in the same order (normalised "
+             "to sum to 1), or 'examples' for shares proportional to their sizes (SeqIO's rate_num_examples; the "
+             "default).")
+    mixture_maximum: Optional[int] = setting(  # with "examples": a member counts as at most K examples
+        None, low=1, group="data", metavar="K",
+        help="With --mixture-rates examples: a member of more than K examples counts as K (SeqIO's maximum; T5's "
+             "examples-proportional mixing with limit K), so a huge member does not crowd out the others (default: "
+             "no limit).")
+    mixture_temperature: float = setting(  # with "examples": sizes ** (1 / T)
+        1.0, low=0, low_open=True, group="data",
+        help="With --mixture-rates examples: each size (after --mixture-maximum) raised to 1/T before sharing, T > 1 "
+             "flattening the shares (default: 1).")
+    eval_dataset: Optional[str] = setting(  # folder of validation shards, scored each epoch
+        None, group="data", help="Folder of validation shards, scored each epoch.")
+    tokenizer: Optional[str] = setting(  # the tokenizer the shards were made with
+        None, group="data", names=("--tokenizer-name-or-path",),
+        help="The tokenizer the shards were made with (folder or Hub name); for T5 tasks it defaults to "
+             "--model-name-or-path's.")
+    max_length: Optional[int] = setting(  # tokens per example (per input for T5); None: the shards'
+        None, low=8, group="data",
+        help="Tokens per example (per input, for T5), checked against the shards (default: what they hold).")
+    shuffle_buffer_size: int = setting(  # records shuffled together, across the input pipelines
+        2**18, low=1, group="data",
+        help="Records shuffled together: each epoch the files are put in a new order and read one after the other, "
+             "and the records shuffled within windows of this many, shared among the input pipelines (default: "
+             "262144).")
+    input_pipelines: Optional[int] = setting(  # virtual input pipelines the data order is defined over
+        None, low=1, group="data", metavar="V",
+        help="The data order is defined over V virtual input pipelines, each reading its own of V equal parts of the "
+             "records (the shards one after the other) and giving each step global batch / V examples, so it is the "
+             "same on any number of workers, replicas or TPU hosts that divides V; recorded in training_args.json, "
+             "and a resumed run keeps its backup's. V must divide the global batch and be at most the number of "
+             "shards, with several --train-dataset folders those of the folder with fewest, as each pipeline reads "
+             "its part of each (default: the largest such V up to 64).")
+    pack: bool = setting(  # text-to-text: several examples per row (shards/text2text_packing.py)
+        False, group="data",
+        help="classification, generation: put several training examples in each row (inputs after inputs, targets "
+             "after targets; each attends only to itself through block-diagonal masks), so short examples do not "
+             "train on padding. Validation stays one example per row. Its steps per epoch are counted by packing the "
+             "training set once, and kept (in the backup, and in $MLM_TPU_CACHE, default ~/.cache/mlm_tpu) for "
+             "resumes and later runs on the same shards and settings.")
+    seed: int = setting(  # weights, data order, masks, spans, dropout
+        42, low=0, high=MAX_SEED, group="data",
+        help=f"Seed of weights, data order, masks and dropout, 0 to {MAX_SEED} (default: 42).")
+    # model
+    model_config: Optional[str] = setting(  # train from scratch with this shape (a preset, a config.json, a Hub name)
+        None, group="model and optimisation", names=("--pretrained-model-config",),
+        help="Train from scratch with this shape: a preset ({presets}), a config.json, or a Hub model name; "
+             "vocabulary and positions are fitted to the tokenizer (default: base, electra-base for --task electra, "
+             "t5-small for T5 tasks).")
+    config_overrides: Optional[str] = setting(  # "name=value,..." changes to that shape, e.g. hidden_dropout_prob=0
+        None, group="model and optimisation",
+        help="Changes to that shape, as the 🤗 example scripts take them: name=value pairs, comma separated, e.g. "
+             "hidden_dropout_prob=0,num_hidden_layers=4.")
+    model_name_or_path: Optional[str] = setting(  # start from these pretrained weights instead (not --task mlm)
+        None, group="model and optimisation",
+        help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name such as "
+             "t5-small or google/t5-v1_1-base); encoder tasks: the pretrained encoder (a folder mlm_tpu made, or "
+             "roberta-base, bert-base-uncased, ...), its head new; with --delta (any task), the frozen base model.")
+    # optimisation
+    per_replica_batch_size: int = setting(  # the global batch is what must not change
+        8, low=1, changes_result=False, group="model and optimisation",
+        help="Examples per replica per step (default: 8).")
+    num_epochs: int = setting(1, low=1, group="model and optimisation",
+                              help="Passes over the training shards (default: 1).")
+    max_steps: Optional[int] = setting(  # stop after this many steps in all (None: the epochs)
+        None, low=1, group="model and optimisation", help="Stop after this many steps in all (default: the epochs').")
+    optimizer: str = setting(  # adamw | adafactor (training/optimizers.py)
+        "adamw", group="model and optimisation", choices=OPTIMIZERS,
+        help="adamw: AdamW with decoupled weight decay (default). adafactor: Adafactor as T5X runs it (second moments "
+             "factored into row and column means, no first moment, decay rate 0.8, updates clipped to RMS 1.0, steps "
+             "scaled by each weight's RMS, relative step size off: the rate is the schedule's); its state is a small "
+             "fraction of AdamW's (the log says how many bytes at start).")
+    lr_schedule: str = setting(  # linear (warm-up, then linear decay) | rsqrt (T5's inverse square root)
+        "linear", group="model and optimisation", choices=SCHEDULES,
+        help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse square "
+             "root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / step); with "
+             "neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step). T5X's gin files give it as a base rate: "
+             "see --base-learning-rate.")
+    # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
+    learning_rate: Optional[float] = setting(
+        None, low=0, low_open=True, high=10, group="model and optimisation",
+        help="Peak learning rate (default: 0.0001 with --lr-schedule linear; 1/sqrt(--warmup-steps) with rsqrt, 0.01 "
+             "for T5's 10,000). With rsqrt, at most 0.1: a larger value is T5X's base, --base-learning-rate.")
+    # rsqrt: T5X's base_learning_rate B: the rate B / sqrt(max(step, warm-up)), whose peak --learning-rate records
+    base_learning_rate: Optional[float] = setting(
+        None, low=0, low_open=True, high=1000, changes_result=False, group="model and optimisation", metavar="BASE",
+        help="--lr-schedule rsqrt as T5X's gin files give it (factors 'constant * rsqrt_decay', base_learning_rate = "
+             "1.0): the rate is BASE / sqrt(max(step, --warmup-steps)), so its peak, held while warming up, is BASE / "
+             "sqrt(warm-up): --base-learning-rate 1 with 10,000 warm-up steps is T5's 0.01 then 1/sqrt(step). "
+             "Instead of --learning-rate (default: none).")
+    weight_decay_rate: float = setting(  # AdamW's decoupled weight decay (Adafactor has none)
+        1e-3, low=0, high=1, group="model and optimisation",
+        help="AdamW's weight decay; Adafactor has none (default: 0.001).")
+    adam_beta1: float = setting(  # AdamW's first-moment decay
+        0.9, low=0, high=1, high_open=True, group="model and optimisation",
+        help="AdamW's first-moment decay; Adafactor has none (default: 0.9).")
+    adam_beta2: float = setting(  # AdamW's second-moment decay
+        0.999, low=0, high=1, high_open=True, group="model and optimisation",
+        help="AdamW's second-moment decay; Adafactor's is T5X's 1 - step^-0.8 (default: 0.999).")
+    adam_epsilon: float = setting(  # AdamW's epsilon, added to sqrt(second moment)
+        1e-8, low=0, low_open=True, group="model and optimisation",
+        help="AdamW's epsilon, added to the root of the second moment: the larger, the smaller the steps of weights "
+             "whose gradients are tiny (default: 1e-08).")
+    warmup_ratio: float = setting(  # share of the steps warming up (linear)
+        0.05, low=0, high=1, group="model and optimisation",
+        help="--lr-schedule linear: share of steps warming up, unless --warmup-steps (default: 0.05).")
+    warmup_steps: Optional[int] = setting(  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
+        None, low=0, group="model and optimisation",
+        help="Warm-up steps (default: --warmup-ratio's with linear, 10,000 with rsqrt, as T5's).")
     # delta-tuning (mlm_tpu/delta): train a small delta on a frozen --model-name-or-path, saved as PEFT saves it
-    delta: Optional[str] = None  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
-    lora_rank: int = setting(8, low=1)  # LoRA: the rank r of B·A
-    lora_alpha: float = setting(16.0, low=0, low_open=True)  # LoRA: the update is scaled by alpha / r
-    lora_dropout: float = setting(0.0, low=0, high=1, high_open=True)  # LoRA: dropout on the LoRA path's input
-    lora_targets: Optional[Tuple[str, ...]] = None  # LoRA: module names (None: PEFT's for the model type)
-    use_rslora: bool = False  # LoRA: scale by alpha / sqrt(r) (rank-stabilized LoRA)
-    ia3_targets: Optional[Tuple[str, ...]] = None  # IA3: module names (None: PEFT's for the model type)
-    num_virtual_tokens: int = setting(20, low=1)  # prompt and prefix tuning: virtual tokens
-    adapter_kind: str = "pfeiffer"  # bottleneck adapters: pfeiffer (after the feed-forward) | houlsby (also attention)
-    adapter_reduction: int = setting(16, low=1)  # bottleneck adapters: hidden size / bottleneck size
+    delta: Optional[str] = setting(  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
+        None, group="delta-tuning",
+        help="lora: low-rank updates beside chosen layers. ia3: learned scaling of keys, values and the feed-forward. "
+             "prompt: virtual tokens before the input. prefix: virtual keys and values in T5's decoder "
+             "self-attention. adapter: bottleneck MLPs after the feed-forward (and attention). lora and ia3 take T5, "
+             "RoBERTa, BERT and ELECTRA; the others T5 only.")
     # the training loop and its outputs
-    steps_per_execution: int = setting(1, low=1, changes_result=False)  # steps per call into the device (TPUs: 100s)
     # compile each replica's training step with XLA (None: on with GPUs, off on CPUs; TPUs always compile)
-    jit_compile: Optional[bool] = setting(None, changes_result=False)
-    backup_steps: Optional[int] = setting(None, low=1, changes_result=False)  # backup every N steps (None: epochs)
-    logging_steps: Optional[int] = setting(None, low=1, changes_result=False)  # log the loss every N steps
+    jit_compile: Optional[bool] = setting(
+        None, changes_result=False, group="hardware",
+        help="Compile each replica's training step (forward and backward pass) with XLA (default: on with GPUs, off "
+             "on CPUs, where it measured slower; TPUs compile everything anyway).")
+    steps_per_execution: int = setting(  # steps per call into the device (TPUs: 100s)
+        1, low=1, changes_result=False, group="hardware",
+        help="Training steps per call into the device (default: 1; 100s suit TPUs); --backup-steps must be a "
+             "multiple of it.")
+    backup_steps: Optional[int] = setting(  # backup every N steps (None: epochs)
+        None, low=1, changes_result=False, group="output",
+        help="Write the resumable backup every N optimizer steps, a multiple of --steps-per-execution (default: at "
+             "each epoch's end).")
+    logging_steps: Optional[int] = setting(  # log the loss every N steps
+        None, low=1, changes_result=False, group="output",
+        help="Log the mean training loss of every N steps to TensorBoard (default: once per epoch); validation is "
+             "logged at each epoch's end, against the step reached.")
     # the peak TFLOP/s of each replica's device, for MFU in the logs (None: the table's, training/throughput.py)
-    peak_tflops: Optional[float] = setting(None, low=0, low_open=True, changes_result=False)
-    hub_model_id: Optional[str] = setting(None, changes_result=False)  # push the output folder here each epoch
+    peak_tflops: Optional[float] = setting(
+        None, low=0, low_open=True, changes_result=False, group="hardware",
+        help="The peak TFLOP/s of each replica's device (a chip; on TPU v2 and v3, one of its two cores), that the "
+             "logs' MFU divides the model's FLOPs per second by (default: TPU v2-v6e, A100, H100, H200 and L4 are "
+             "known by name, in bfloat16; on other devices, CPUs among them, MFU is unknown).")
+    hub_model_id: Optional[str] = setting(  # push the output folder here each epoch
+        None, changes_result=False, group="output",
+        help="Push the output folder to this 🤗 Hub repo each epoch (in the background).")
     # resume even where a setting that decides the result differs from the backup's (recorded in training_args.json)
-    allow_changed_settings: bool = setting(False, changes_result=False)
+    allow_changed_settings: bool = setting(
+        False, changes_result=False, group="output",
+        help="Resume from --output-dir's backup even though a setting that decides the result (learning rate, "
+             "schedule, batch, data, model, seed, task) differs from the backup's: the change is recorded, with the "
+             "step it took effect at, in training_args.json. Without it such a resume is refused; settings that do "
+             "not change the result (logging, backups, push, hardware) may change freely.")
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
 
     def __post_init__(self):

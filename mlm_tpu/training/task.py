@@ -9,6 +9,7 @@ their card. The stages never import a task: the command (api, cli) looks its plu
 mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -18,15 +19,16 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
-from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.config import TrunkConfig
+from mlm_tpu.training.settings import MaskingSettings
 from mlm_tpu.training.flops import ExampleCost
 
 Scores = Dict[str, float]
 # a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
 # beyond its prediction slots); the trainer adds them up and the epoch's log line says how many (describe_left_out)
 TARGETS_LEFT_OUT = "targets_left_out"
-# the settings of masked-LM masking (mlm/masking.py), which the other tasks refuse
-MASKING_SETTINGS = ("mlm_probability", "masking", "mask_replace_prob", "random_replace_prob")
+# the settings of masked-LM masking (mlm/masking.py), which evaluating or inspecting what is not a masked LM refuses
+MASKING_SETTINGS = tuple(field.name for field in dataclasses.fields(MaskingSettings))
 
 
 def refuse_masking(config, what: str) -> None:
@@ -37,7 +39,7 @@ def refuse_masking(config, what: str) -> None:
             raise UserError(f"--{name.replace('_', '-')} is for masked LMs; {what}")
 
 
-def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
+def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
     """(name, flag) of a run's tokenizer: --tokenizer, else the own tokenizer of --model-name-or-path (the model a
     fine-tuning or delta-tuning run starts from), named by that flag in messages; None with neither."""
     if config.tokenizer:
@@ -47,7 +49,7 @@ def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
-def check_base_vocabulary(config: TrainingConfig, tokenizer) -> None:
+def check_base_vocabulary(config: TrunkConfig, tokenizer) -> None:
     """A run that starts from --model-name-or-path reads its shards with --tokenizer, but the base's embeddings were
     learnt for the pieces of its own tokenizer: --tokenizer must have the same vocabulary (the same pieces at the
     same ids; its files may differ). A base without tokenizer files of its own (or a Hub name) is not checked."""
@@ -66,14 +68,14 @@ def check_base_vocabulary(config: TrainingConfig, tokenizer) -> None:
                         "--tokenizer")
 
 
-def check_one_start(config: TrainingConfig, weights: str) -> None:
+def check_one_start(config: TrunkConfig, weights: str) -> None:
     """A fine-tuning task starts from `weights` (--model-name-or-path) or from a shape (from scratch), not both."""
     if config.model_name_or_path and (config.model_config or config.config_overrides):
         raise UserError(f"give --model-name-or-path ({weights}) or --model-config/--config-overrides (from scratch), "
                         "not both")
 
 
-def run_tokenizer(config: TrainingConfig):
+def run_tokenizer(config: TrunkConfig):
     """--tokenizer, else the tokenizer of --model-name-or-path (tasks that fine-tune a pretrained model)."""
     from mlm_tpu.tokenizer.load import load_tokenizer
 
@@ -124,10 +126,9 @@ class Validation:
 class Task:
     """The interface the trainer (and the evaluate command) drives, one instance per run."""
 
-    shard_kind: str  # the kind of split it trains on (mlm_tpu.shards.format.KINDS)
     model_class: type  # the transformers TF class of its models
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
-    unused_settings: Tuple[str, ...] = ()  # config fields of other tasks: refused when set
+    takes_pretrained_weights = True  # whether it can start from --model-name-or-path (the masked LM: from scratch)
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
     # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
@@ -137,22 +138,34 @@ class Task:
     new_weights: Tuple[str, ...] = ()  # PyTorch names of the built model's weights its pretrained base lacked (a new
     # head): a delta-tuning run trains and saves them beside its delta
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, declared=None):
         self.name = name
+        self.declared = declared  # its declaration in the task registry (mlm_tpu/tasks.py): settings, shards, head
 
-    def check(self, config: TrainingConfig) -> None:
-        """Refuse settings that belong to other tasks, and settings of this one that cannot work."""
+    @property
+    def shard_kind(self) -> str:
+        """The kind of split it trains on (mlm_tpu.shards.format.KINDS)."""
+        return self.declared.shard_kind
+
+    @property
+    def head_class(self) -> type:
+        """transformers' TF class of its declared head (a task whose saved models' head names it)."""
+        import transformers
+
+        return getattr(transformers, self.declared.head.class_name)
+
+    def check(self, config: TrunkConfig) -> None:
+        """Refuse settings of this task that cannot work (those of other tasks: tasks.check_settings)."""
         if config.task != self.name:
             raise ValueError(f"the plug-in of --task {self.name} was handed a run of --task {config.task}")
-        for name in self.unused_settings:
-            value = getattr(config, name)
-            if not (value is None or value is False or value == ()):
-                raise UserError(f"--{name.replace('_', '-')} does not apply to --task {self.name}")
+        if config.model_name_or_path and not self.takes_pretrained_weights:
+            raise UserError(f"--model-name-or-path does not apply to --task {self.name}, which trains from scratch; "
+                            "drop it (or add --delta to tune that model)")
         if config.pack and not self.packs:
             raise UserError(f"--pack packs text-to-text examples (--task classification or generation); --task "
                             f"{self.name} trains on rows that are already full: drop --pack")
 
-    def with_defaults(self, config: TrainingConfig) -> TrainingConfig:
+    def with_defaults(self, config: TrunkConfig) -> TrunkConfig:
         """`config` with the task's defaults filled in where they depend on the task, so that training_args.json and
         the backup's settings record the values the run used (the masked LM's replacement split)."""
         return config
@@ -164,14 +177,14 @@ class Task:
 
         check_model_type(base_config, self.model_class, where, f"--task {self.name}")
 
-    def load_tokenizer(self, config: TrainingConfig):
+    def load_tokenizer(self, config: TrunkConfig):
         raise NotImplementedError
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
         """The features the shards must hold, and their lengths (None: what the shards hold)."""
         raise NotImplementedError
 
-    def prepare(self, config: TrainingConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+    def prepare(self, config: TrunkConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         """Settings and checks that need the shards, before any model is built."""
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
@@ -181,7 +194,7 @@ class Task:
         """The same for `python -m mlm_tpu.inspect` (an InspectionConfig): what `make_transform` needs, from the
         shards alone."""
 
-    def build_model(self, config: TrainingConfig, tokenizer, train: ShardSet):
+    def build_model(self, config: TrunkConfig, tokenizer, train: ShardSet):
         """The model (called inside the strategy's scope)."""
         raise NotImplementedError
 
@@ -251,7 +264,7 @@ class Task:
         """What the card of the model the trainer trained says, with `run`'s facts (ELECTRA's: its discriminator's)."""
         return CardFacts.of_model(self, model, tokenizer, **run)
 
-    def best_metric(self, config: TrainingConfig) -> Optional[BestMetric]:
+    def best_metric(self, config: TrunkConfig) -> Optional[BestMetric]:
         """The score whose best epoch the output folder keeps (None: every epoch is saved over the last)."""
         return None
 

@@ -45,7 +45,7 @@ from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.text2text_packing import host_packed_batches
 from mlm_tpu.training.backup import Backup, BackupRecord
-from mlm_tpu.training.config import TrainingConfig
+from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
@@ -99,7 +99,7 @@ class TrainingResult:
     best: Optional[dict]
 
 
-def check_config(config: TrainingConfig, task: Task) -> None:
+def check_config(config: TrunkConfig, task: Task) -> None:
     """The settings, and the pretrained model they start from (its type against the task's, before the shards or
     its tokenizer are read: what follows from a wrong base is not the first thing to report)."""
     check_ranges(config)
@@ -116,7 +116,7 @@ def check_config(config: TrainingConfig, task: Task) -> None:
                         f"--model-name-or-path {config.model_name_or_path}")
 
 
-def check_output_folder(config: TrainingConfig) -> None:
+def check_output_folder(config: TrunkConfig) -> None:
     """Where the run writes, checked once what it reads is."""
     if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
         raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
@@ -132,7 +132,7 @@ def make_output_dir(path: str) -> None:
         raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
 
 
-def find_training_shards(config: TrainingConfig, task: Task):
+def find_training_shards(config: TrunkConfig, task: Task):
     features = task.features(config.max_length, config.max_target_length)
     train = find_training_mixture(config, [find_shards(name, task.shard_kind, features, "--train-dataset")
                                            for name in config.train_datasets])
@@ -145,7 +145,7 @@ def find_training_shards(config: TrainingConfig, task: Task):
     return train, evaluation
 
 
-def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, packing: Optional[dict] = None) -> Plan:
+def plan_steps(config: TrunkConfig, shards: ShardSet, layout: BatchLayout, packing: Optional[dict] = None) -> Plan:
     """Steps per epoch (every replica gets a whole batch), epochs and total steps; `packing`: --pack's count of
     packed rows (packed_rows.py)."""
     global_batch_size = layout.global_batch_size
@@ -158,7 +158,7 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, pa
     return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
 
 
-def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
+def training_input(config: TrunkConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
                    steps_per_epoch: int, member_counts: Optional[MemberCounts] = None, **settings):
     """host -> that machine's input pipeline: a mixture's (each member started where `member_counts` says), packed
     rows (--pack) or the examples as they are; `settings` are the keyword arguments they share (seed, window,
@@ -172,7 +172,7 @@ def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout
                                               **settings)
 
 
-def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
+def build_model_and_optimizer(config: TrunkConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
     """The task's model, built, and its optimizer with its state (training/optimizers.py)."""
     try:
         model = task.build_model(config, tokenizer, shards)
@@ -240,7 +240,7 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
-    def __init__(self, config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()):
+    def __init__(self, config: TrunkConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()):
         self.config = config
         self.task = task
         self.user_callbacks = list(callbacks)
@@ -589,7 +589,7 @@ class _Loop:
             self.task.write_card(self.config.output_dir, self.saved_card, self.card_name, has_loss_plot=True)
 
 
-def train(config: TrainingConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
+def train(config: TrunkConfig, task: Task, callbacks: Sequence[keras.callbacks.Callback] = ()) -> TrainingResult:
     """Run the training job `config` describes (a killed run resumes from its backup); see the module's docstring.
     `task` is the plug-in of config.task (mlm_tpu.tasks.training_task), handed in: the trainer imports no task."""
     return Trainer(config, task, callbacks).run()

@@ -3,6 +3,8 @@ ReLU), Houlsby its `double_seq_bn` (after self-attention too, SiLU), each with e
 
 from dataclasses import dataclass
 
+from mlm_tpu.configuration import setting
+
 ADAPTER_NAME = "mlm_tpu"  # the name in AdapterHub's keys (`...adapters.mlm_tpu.adapter_up.weight`)
 KINDS = {  # --adapter-kind -> AdapterHub's config name and the fields where the two differ
     "pfeiffer": ("seq_bn", {"mh_adapter": False, "non_linearity": "relu", "original_ln_before": True}),
@@ -19,16 +21,18 @@ COMMON = {"adapter_residual_before_ln": False, "cross_adapter": False, "dropout"
 
 @dataclass(frozen=True)
 class AdapterSettings:
-    kind: str = "pfeiffer"
-    reduction: int = 16
+    kind: str = setting(  # pfeiffer (after the feed-forward) | houlsby (also attention)
+        "pfeiffer", flag="--adapter-kind", group="delta-tuning", choices=tuple(KINDS),
+        help="Bottleneck adapters: pfeiffer (after each feed-forward) or houlsby (after attention too) (default: "
+             "pfeiffer).")
+    reduction: int = setting(16, low=1, flag="--adapter-reduction", group="delta-tuning",  # hidden / bottleneck size
+                             help="Bottleneck adapters: hidden size / bottleneck size (default: 16).")
 
-    @classmethod
-    def of(cls, config) -> "AdapterSettings":
+    def __post_init__(self):
         from mlm_tpu.errors import UserError
 
-        if config.adapter_kind not in KINDS:
-            raise UserError(f"--adapter-kind must be one of {', '.join(KINDS)}, not '{config.adapter_kind}'")
-        return cls(config.adapter_kind, config.adapter_reduction)
+        if self.kind not in KINDS:
+            raise UserError(f"--adapter-kind must be one of {', '.join(KINDS)}, not '{self.kind}'")
 
 
 def adapter_config(settings: AdapterSettings, model, base_model: str) -> dict:

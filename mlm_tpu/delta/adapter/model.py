@@ -12,8 +12,6 @@ from mlm_tpu.delta.method import DeltaMethod, freeze_base
 
 
 class BottleneckAdapters(DeltaMethod):
-    name = "adapter"
-    settings_class = AdapterSettings
     supported_model_types = ("t5",)
     weights_file = "adapter.safetensors"
 

@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from mlm_tpu.configuration import comma_separated, setting
+
 # PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING: the model types IA3
 # takes here (PEFT maps no electra: BERT's, whose layers ELECTRA's are named as)
 DEFAULT_TARGETS = {"t5": ("k", "v", "wo"), "roberta": ("key", "value", "output.dense"),
@@ -12,11 +14,10 @@ FEEDFORWARD = {"t5": ("wo",), "roberta": ("output.dense",), "bert": ("output.den
 
 @dataclass(frozen=True)
 class Ia3Settings:
-    targets: Optional[Tuple[str, ...]] = None  # None: DEFAULT_TARGETS of the model type
-
-    @classmethod
-    def of(cls, config) -> "Ia3Settings":
-        return cls(config.ia3_targets)
+    targets: Optional[Tuple[str, ...]] = setting(  # None: DEFAULT_TARGETS of the model type
+        None, flag="--ia3-targets", group="delta-tuning", type=comma_separated, metavar="NAMES",
+        help="IA3: comma-separated module names (default as PEFT's: k,v,wo for T5 with wo the feed-forward; "
+             "key,value,output.dense for RoBERTa and BERT, and ELECTRA as BERT).")
 
     def targets_for(self, model_type: str) -> Tuple[str, ...]:
         return tuple(self.targets or DEFAULT_TARGETS[model_type])

@@ -6,7 +6,7 @@ from typing import Dict
 
 import numpy as np
 
-from mlm_tpu.delta.ia3.config import DEFAULT_TARGETS, Ia3Settings, adapter_config
+from mlm_tpu.delta.ia3.config import DEFAULT_TARGETS, adapter_config
 from mlm_tpu.delta.ia3.layer import Ia3Dense
 from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
@@ -14,8 +14,6 @@ from mlm_tpu.delta.targets import matches
 
 
 class Ia3(WrapsDenseLayers):
-    name = "ia3"
-    settings_class = Ia3Settings
     supported_model_types = tuple(DEFAULT_TARGETS)
     targets_flag = "--ia3-targets"
     no_weight_decay = ("ia3_l",)  # scales whose no-op is 1

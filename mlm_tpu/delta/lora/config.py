@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from mlm_tpu.configuration import comma_separated, setting
+
 # PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types LoRA takes here
 DEFAULT_TARGETS = {"t5": ("q", "v"), "roberta": ("query", "value"), "bert": ("query", "value"),
                    "electra": ("query", "value")}
@@ -10,15 +12,18 @@ DEFAULT_TARGETS = {"t5": ("q", "v"), "roberta": ("query", "value"), "bert": ("qu
 
 @dataclass(frozen=True)
 class LoraSettings:
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    targets: Optional[Tuple[str, ...]] = None  # None: DEFAULT_TARGETS of the model type
-    use_rslora: bool = False
-
-    @classmethod
-    def of(cls, config) -> "LoraSettings":
-        return cls(config.lora_rank, config.lora_alpha, config.lora_dropout, config.lora_targets, config.use_rslora)
+    rank: int = setting(8, low=1, flag="--lora-rank", group="delta-tuning",  # the rank r of B·A
+                        help="LoRA: rank r of the update (default: 8).")
+    alpha: float = setting(16.0, low=0, low_open=True, flag="--lora-alpha", group="delta-tuning",  # scale: alpha / r
+                           help="LoRA: the update is scaled by alpha / r (default: 16).")
+    dropout: float = setting(0.0, low=0, high=1, high_open=True, flag="--lora-dropout", group="delta-tuning",
+                             help="LoRA: dropout on the update's input (default: 0).")
+    targets: Optional[Tuple[str, ...]] = setting(  # None: DEFAULT_TARGETS of the model type
+        None, flag="--lora-targets", group="delta-tuning", type=comma_separated, metavar="NAMES",
+        help="LoRA: comma-separated module names, matched as PEFT matches target_modules (default as PEFT's: q,v for "
+             "T5, query,value for RoBERTa, BERT and ELECTRA).")
+    use_rslora: bool = setting(False, group="delta-tuning",  # scale by alpha / sqrt(r) (rank-stabilized LoRA)
+                               help="LoRA: scale by alpha / sqrt(r) (rank-stabilized).")
 
     def targets_for(self, model_type: str) -> Tuple[str, ...]:
         return tuple(self.targets or DEFAULT_TARGETS[model_type])

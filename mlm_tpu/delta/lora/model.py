@@ -6,15 +6,13 @@ from typing import Dict
 
 import numpy as np
 
-from mlm_tpu.delta.lora.config import DEFAULT_TARGETS, LoraSettings, adapter_config
+from mlm_tpu.delta.lora.config import DEFAULT_TARGETS, adapter_config
 from mlm_tpu.delta.lora.layer import LoraDense
 from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
 
 
 class Lora(WrapsDenseLayers):
-    name = "lora"
-    settings_class = LoraSettings
     supported_model_types = tuple(DEFAULT_TARGETS)
     targets_flag = "--lora-targets"
 

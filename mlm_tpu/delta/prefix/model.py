@@ -9,7 +9,6 @@ from mlm_tpu.delta.prompt.model import LearnsVirtualTokens
 
 
 class PrefixTuning(LearnsVirtualTokens):
-    name = "prefix"
     make_adapter_config = staticmethod(adapter_config)
 
     def apply(self, model) -> None:

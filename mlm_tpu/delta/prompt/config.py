@@ -3,16 +3,15 @@
 
 from dataclasses import dataclass
 
+from mlm_tpu.configuration import setting
+
 
 @dataclass(frozen=True)
 class VirtualTokenSettings:
     """Prompt and prefix tuning's one setting: how many virtual tokens."""
 
-    num_virtual_tokens: int = 20
-
-    @classmethod
-    def of(cls, config) -> "VirtualTokenSettings":
-        return cls(config.num_virtual_tokens)
+    num_virtual_tokens: int = setting(20, low=1, group="delta-tuning",
+                                      help="Prompt and prefix tuning: virtual tokens (default: 20).")
 
 
 def model_shape(model_config) -> dict:

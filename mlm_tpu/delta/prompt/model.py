@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from mlm_tpu.delta.method import DeltaMethod, freeze_base
 from mlm_tpu.delta.peft_names import task_type
-from mlm_tpu.delta.prompt.config import VirtualTokenSettings, adapter_config
+from mlm_tpu.delta.prompt.config import adapter_config
 from mlm_tpu.delta.prompt.layer import PromptAwareDecoder, PromptedEncoder
 
 KEY = "prompt_embeddings"
@@ -19,7 +19,6 @@ class LearnsVirtualTokens(DeltaMethod):
     """Prompt and prefix tuning: the delta is one table of virtual tokens, `prompt_embeddings` on the layer
     `self.table`, saved under PEFT's one key; `make_adapter_config` is the method's config.py function."""
 
-    settings_class = VirtualTokenSettings
     supported_model_types = ("t5",)
     make_adapter_config = staticmethod(adapter_config)
     no_weight_decay = (KEY,)  # virtual tokens: embeddings, not weights to keep small
@@ -35,7 +34,6 @@ class LearnsVirtualTokens(DeltaMethod):
 
 
 class PromptTuning(LearnsVirtualTokens):
-    name = "prompt"
     why_not_packed = ("alone, an example's virtual tokens attend to its tokens (and they to them), so each example of "
                       "a packed row would need its own copy of them")
 
