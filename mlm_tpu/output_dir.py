@@ -27,12 +27,12 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import google_crc32c
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.jsonfiles import encode_json, read_json
 
 RECORD = ".mlm_tpu.json"
 CARD_PHRASE = "trained with mlm_tpu"  # in every README.md mlm_tpu writes (model and tokenizer cards)
@@ -280,6 +280,13 @@ def write_file(path: str, data: bytes, start_record: bool = False) -> None:
     check_replacing(folder, record.others([name]), [], overwrite=True)
     with _written_beside(path, data) as temporary:
         record.replace({name: temporary})
+
+
+
+def write_json(path: str, payload: Any) -> None:
+    """Write `payload` to the local file `path` as mlm_tpu writes JSON (jsonfiles.py), atomically and, in a folder
+    with a record, recorded (`write_file`)."""
+    write_file(path, encode_json(payload))
 
 
 @contextlib.contextmanager

@@ -81,7 +81,7 @@ def task_of_saved_model(name_or_path: str) -> str:
     folder records its base's."""
     from types import SimpleNamespace
 
-    from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
+    from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
     from mlm_tpu.model_folder.loading import model_type
     from mlm_tpu.model_folder.task_settings import task_settings
 
@@ -118,7 +118,7 @@ def task_of_architecture(architecture: str) -> Optional[str]:
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
     """The plug-in of the task a saved model was trained for (evaluation, prediction, export); for an adapter folder
     (train.py --delta) one that loads it onto its base model (`base_model`, else the one the folder names)."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
 
     task = make_task(task_of_saved_model(name_or_path))
     if not is_adapter_folder(name_or_path):
@@ -135,7 +135,7 @@ def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str
     """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text, "encoder" for text- and
     token-classification): None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
     base; an adapter for another family is refused, as its models are."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
 
     task = plug_in_of_saved_model(name_or_path, base_model)
     if not is_adapter_folder(name_or_path):
@@ -153,7 +153,7 @@ def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str
 def export_saved_model(config) -> str:
     """`mlm-tpu export` (an ExportConfig): a model folder gets its PyTorch weights and card; an adapter folder with
     --merge is folded into its base (mlm_tpu/delta/merge.py)."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
     from mlm_tpu.model_folder.export import export_model
 
     if config.merge or is_adapter_folder(config.model):

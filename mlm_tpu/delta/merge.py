@@ -33,7 +33,8 @@ def check_mergeable(config, record: dict) -> None:
 def export_merged(config, task) -> str:
     """Write the merged model into config.output_dir (an ExportConfig with merge); `task`: the adapter folder's
     plug-in (mlm_tpu.tasks.plug_in_of_saved_model), which loads it onto its base and says what the card says."""
-    from mlm_tpu.delta.folder import is_adapter_folder, load_adapter, read_delta_record
+    from mlm_tpu.delta.folder import load_adapter
+    from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
     from mlm_tpu.jsonfiles import read_json
     from mlm_tpu.model_folder.card import CardFacts
     from mlm_tpu.model_folder.saving import save_model_folder

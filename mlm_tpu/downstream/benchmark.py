@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from mlm_tpu.claim import claimed
-from mlm_tpu.configuration import check_ranges, setting, to_dict
+from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
@@ -39,8 +39,8 @@ from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, REGRESSION, D
                                       parse_tasks, with_columns)
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
 from mlm_tpu.errors import Interrupted, UserError
-from mlm_tpu.jsonfiles import encode_json, read_json, write_json
-from mlm_tpu.output_dir import Record, write_file
+from mlm_tpu.jsonfiles import encode_json, read_json
+from mlm_tpu.output_dir import Record, write_file, write_json
 from mlm_tpu.shards.format import MANIFEST
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.training.config import HardwareConfig
@@ -146,14 +146,16 @@ def check_model(model: str, max_length: int):
     or reads fewer tokens than the protocol's length."""
     from transformers import TFAutoModelForSequenceClassification
 
-    from mlm_tpu.encoder.models import check_encoder, longest_input, saved_config
+    from mlm_tpu.encoder.models import check_encoder, saved_config
+    from mlm_tpu.model_folder.loading import longest_input
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     model_config = saved_config(model, "--model")
     check_encoder(model_config, TFAutoModelForSequenceClassification, f"--model {model}")
-    if longest_input(model_config) < max_length:
-        raise UserError(f"--model {model} reads at most {longest_input(model_config)} tokens, fewer than --max-length "
-                        f"{max_length}; pass --max-length {longest_input(model_config)} or less")
+    limit = longest_input(model_config)
+    if limit and limit < max_length:
+        raise UserError(f"--model {model} reads at most {limit} tokens, fewer than --max-length "
+                        f"{max_length}; pass --max-length {limit} or less")
     return model_config, load_tokenizer(model, "--model", fast=True)
 
 
@@ -234,7 +236,7 @@ def forget_runs(folder: str) -> None:
 
 def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
     """The task's shards for this tokenizer and length (made once, then reused), its sizes and metrics."""
-    from mlm_tpu.api import shard_corpus
+    from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
     from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
     train, validation = task.sources(os.path.join(config.output_dir, "data"))
@@ -249,11 +251,11 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> P
         folder = os.path.join(root, split)
         if not os.path.isfile(os.path.join(folder, MANIFEST)):
             log(f"Sharding {task.name}'s {name} rows with the model's tokenizer (once; every run reuses them)")
-            shard_corpus(config.model, root, task="sequence-classification", dataset=source.dataset,
-                         dataset_config=source.dataset_config, text_files=source.text_files, split=split,
-                         limit=source.limit, input_columns=(task.input_column,), pair_column=task.pair_column,
-                         target_column=task.target_column, problem_type=task.problem_type,
-                         max_length=config.protocol.max_length)
+            shard_corpus(from_keywords(ShardingConfig, dict(
+                tokenizer=config.model, output_dir=root, task="sequence-classification", dataset=source.dataset,
+                dataset_config=source.dataset_config, text_files=source.text_files, split=split, limit=source.limit,
+                input_columns=(task.input_column,), pair_column=task.pair_column, target_column=task.target_column,
+                problem_type=task.problem_type, max_length=config.protocol.max_length)))
         folders.append(folder)
     manifests = [read_json(os.path.join(folder, MANIFEST), "a shard manifest", "delete the folder and run again")
                  for folder in folders]
@@ -305,7 +307,7 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     """Fine-tune one run in this process (resuming its backup if it has one) and record its result beside it."""
     import tf_keras as keras
 
-    from mlm_tpu.api import fine_tune
+    from mlm_tpu.downstream.fine_tune import fine_tune
 
     protocol = config.protocol
     if not protocol.metric_for_best_model:

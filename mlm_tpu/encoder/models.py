@@ -13,7 +13,6 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 
 REGRESSION = "regression"
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
@@ -77,14 +76,6 @@ def check_encoder(config, head_class, where: str) -> None:
     except KeyError:
         raise UserError(f"{where} is a {model_type} model, for which transformers has no TensorFlow "
                         f"{head_class.__name__.removeprefix('TFAutoModelFor')} head") from None
-
-
-def longest_input(config) -> int:
-    """The most tokens the encoder reads at once (RoBERTa-style models number positions from pad id + 1)."""
-    positions = getattr(config, "max_position_embeddings", None) or 512
-    if config.model_type in TF_POSITION_PADDING_IDX:
-        return positions - (config.pad_token_id or 0) - 1
-    return positions
 
 
 def feeds_token_types(model_config, tokenizer) -> bool:

@@ -72,7 +72,7 @@ def _run(model, tokenizer, features: Dict[str, np.ndarray], batch_size: int, pro
     import tensorflow as tf
 
     from mlm_tpu.encoder.models import model_inputs
-    from mlm_tpu.t5.prediction import batches
+    from mlm_tpu.training.prediction import batches
 
     width = min(features["input_ids"].shape[1], 8 * math.ceil(features["attention_mask"].sum(axis=1).max() / 8))
     inputs = {name: features[name][:, :width].astype(np.int32) for name in model_inputs(model.config, tokenizer)}

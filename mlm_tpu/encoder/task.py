@@ -16,11 +16,11 @@ from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTok
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
-from mlm_tpu.encoder.models import (Labels, check_encoder, encoder_from_scratch, longest_input, model_inputs,
-                                    pretrained_encoder)
+from mlm_tpu.encoder.models import Labels, check_encoder, encoder_from_scratch, model_inputs, pretrained_encoder
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
+from mlm_tpu.model_folder.loading import longest_input
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
 from mlm_tpu.shards.format import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION, features_of
 from mlm_tpu.shards.mixture import members_of
@@ -178,7 +178,7 @@ class EncoderTask(Task):
 
 def _check_length(model_config, length: int, flag: str, model: str) -> None:
     limit = longest_input(model_config)
-    if length > limit:
+    if limit and length > limit:
         raise UserError(f"{flag} holds {length}-token examples, longer than {model} reads ({limit} tokens); shard "
                         f"with --max-length {limit} or less")
 

@@ -63,7 +63,7 @@ def save_pytorch_weights(model, folder: str, max_shard_size: str = MAX_SHARD_SIZ
     from huggingface_hub import split_state_dict_into_shards_factory
     from safetensors.numpy import save_file
 
-    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.output_dir import write_json
 
     state = pytorch_state_dict(model)
     split = split_state_dict_into_shards_factory(state, get_storage_size=lambda array: array.nbytes,

@@ -18,7 +18,6 @@ from typing import Iterator, List, Optional
 import tokenizers
 import transformers
 
-import mlm_tpu
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
@@ -29,6 +28,7 @@ from mlm_tpu.tokenizer.card import tokenizer_card_text
 from mlm_tpu.tokenizer.families import DEFAULT_ALGORITHM, FAMILIES, TEMPLATE_NAMES, Family
 from mlm_tpu.tokenizer.sample import reservoir_sample
 from mlm_tpu.tokenizer.templates import NORMALIZATIONS, Options, Template, as_transformers_tokenizer
+from mlm_tpu.version import __version__
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
 DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
@@ -128,7 +128,7 @@ def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: 
         "vocab_size": vocab_size,
         "model_max_length": config.model_max_length,
         "seconds": round(seconds, 2),
-        "versions": {"mlm_tpu": mlm_tpu.__version__, "tokenizers": tokenizers.__version__,
+        "versions": {"mlm_tpu": __version__, "tokenizers": tokenizers.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
     }
 
