@@ -38,9 +38,12 @@ def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
         >>> manifest["records"] > 0
         True
     """
-    from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus as shard
+    from mlm_tpu.shards.config import ShardingConfig
+    from mlm_tpu.shards.sharding import shard_corpus as shard
+    from mlm_tpu.tasks import shard_kinds
 
-    return shard(from_keywords(ShardingConfig, {"tokenizer": tokenizer, "output_dir": output_dir, **settings}))
+    return shard(from_keywords(ShardingConfig, {"tokenizer": tokenizer, "output_dir": output_dir, **settings}),
+                 shard_kinds())
 
 
 def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), **settings):

@@ -184,3 +184,22 @@ def plug_in_of_split(kind: str, task: Optional[str] = None):
         if task.shard_kind == kind:
             return task
     raise UserError(f"no task trains on splits of the kind '{kind}'")
+
+
+SHARD_KINDS: Dict[str, Tuple[str, str]] = {  # kind of split -> (module, object) of its mlm_tpu.shards.kinds.ShardKind
+    "mlm": ("mlm_tpu.mlm.shard_kind", "MASKED_LM"),
+    "text2text": ("mlm_tpu.t5.shard_kinds", "TEXT2TEXT_ROWS"),
+    "span-corruption": ("mlm_tpu.t5.shard_kinds", "SPAN_CORRUPTION_ROWS"),
+    "sequence-classification": ("mlm_tpu.encoder.shard_kinds", "SEQUENCE_CLASSIFICATION_ROWS"),
+    "token-classification": ("mlm_tpu.encoder.shard_kinds", "TOKEN_CLASSIFICATION_ROWS"),
+}
+# `shard --task` also takes the trainer's words for a kind of split
+SHARD_KIND_ALIASES = {"classification": "text2text", "generation": "text2text", "masked-lm": "mlm"}
+
+
+def shard_kinds():
+    """Every kind of split, for the sharder (mlm_tpu.shards.kinds.ShardKinds; modules imported when used)."""
+    from mlm_tpu.shards.kinds import ShardKinds
+
+    return ShardKinds([getattr(importlib.import_module(module), name) for module, name in SHARD_KINDS.values()],
+                      SHARD_KIND_ALIASES)

@@ -15,8 +15,6 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
-import pytest
-
 from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "mlm_tpu"

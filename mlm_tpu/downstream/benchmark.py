@@ -35,13 +35,13 @@ from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
-from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, REGRESSION, DownstreamTask, check_available,
-                                      parse_tasks, with_columns)
+from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
+                                      with_columns)
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
 from mlm_tpu.errors import Interrupted, UserError
 from mlm_tpu.jsonfiles import encode_json, read_json
 from mlm_tpu.output_dir import Record, write_file, write_json
-from mlm_tpu.shards.format import MANIFEST
+from mlm_tpu.shards.format import MANIFEST, REGRESSION
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.training.config import HardwareConfig
 
@@ -236,7 +236,9 @@ def forget_runs(folder: str) -> None:
 
 def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
     """The task's shards for this tokenizer and length (made once, then reused), its sizes and metrics."""
-    from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
+    from mlm_tpu.shards.config import ShardingConfig
+    from mlm_tpu.shards.sharding import shard_corpus
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
     train, validation = task.sources(os.path.join(config.output_dir, "data"))
@@ -255,7 +257,7 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> P
                 tokenizer=config.model, output_dir=root, task="sequence-classification", dataset=source.dataset,
                 dataset_config=source.dataset_config, text_files=source.text_files, split=split, limit=source.limit,
                 input_columns=(task.input_column,), pair_column=task.pair_column, target_column=task.target_column,
-                problem_type=task.problem_type, max_length=config.protocol.max_length)))
+                problem_type=task.problem_type, max_length=config.protocol.max_length)), shard_kinds())
         folders.append(folder)
     manifests = [read_json(os.path.join(folder, MANIFEST), "a shard manifest", "delete the folder and run again")
                  for folder in folders]

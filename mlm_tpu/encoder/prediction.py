@@ -5,7 +5,7 @@ text-classification: each text's label with every label's probability, or a regr
 on pairs takes each input as its two texts separated by a tab ("first<TAB>second").
 token-classification: each text split at whitespace into words, each word's tag (its first piece's), and the
 entities the tags make (seqeval's reading of BIO tags: B-PER I-PER -> one PER entity).
-Inputs are cut and padded as the sharder cut them (shards/labelled.py), to the training length unless
+Inputs are cut and padded as the sharder cut them (labelled_rows.py), to the training length unless
 --max-length says otherwise, and run in fixed-shape batches.
 """
 
@@ -92,7 +92,7 @@ def classify_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str,
     from a regression model. `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default:
     load_pretrained; an adapter folder's plug-in loads its base with the delta)."""
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
 
     check_ranges(config)
     model, tokenizer, settings = load_classifier(config, "text-classification", load)
@@ -129,7 +129,7 @@ def tag_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str, obje
     from seqeval.metrics.sequence_labeling import get_entities
 
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
 
     check_ranges(config)
     model, tokenizer, settings = load_classifier(config, "token-classification", load)

@@ -15,7 +15,7 @@ import numpy as np
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.text2text import head_and_tail, padded_inputs
+from mlm_tpu.t5.text2text_rows import head_and_tail, padded_inputs
 from mlm_tpu.training.prediction import batches
 
 DEFAULT_MAX_NEW_TOKENS = 32
