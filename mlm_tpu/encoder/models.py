@@ -13,8 +13,8 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
+from mlm_tpu.shards.format import REGRESSION
 
-REGRESSION = "regression"
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
 
 
@@ -47,7 +47,7 @@ class Labels:
     def of_config(cls, config, token_level: bool) -> "Labels":
         """The labels a saved model's config says its head predicts."""
         problem_type = None if token_level else (getattr(config, "problem_type", None) or
-                                                 ("regression" if config.num_labels == 1 else
+                                                 (REGRESSION if config.num_labels == 1 else
                                                   "single_label_classification"))
         if problem_type == REGRESSION:
             return cls((), problem_type)

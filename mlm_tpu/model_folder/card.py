@@ -53,7 +53,7 @@ class DescribesItsModels(Protocol):
 class CardFacts:
     """What the card says; None where it is not known (a folder made elsewhere)."""
 
-    task: str  # the task's name, one word (mlm, span-corruption, classification, generation)
+    task: str  # the task's name, one word, as tasks.py names it (mlm, electra, span-corruption, ...)
     words: CardWords
     model_type: str
     architecture: str  # transformers' class name, without "TF"

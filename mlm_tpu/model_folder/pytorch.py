@@ -23,7 +23,6 @@ import numpy as np
 # model was trained with.
 TF_POSITION_PADDING_IDX = {"roberta": 1, "xlm-roberta": 1, "camembert": 1, "longformer": 1, "mpnet": 1,
                            "roberta-prelayernorm": 1}
-WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 MAX_SHARD_SIZE = "5GB"  # transformers 4's default for PyTorch checkpoints
 

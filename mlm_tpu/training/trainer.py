@@ -34,7 +34,7 @@ from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
 from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
-from mlm_tpu.output_dir import write_json
+from mlm_tpu.output_dir import BEST_RECORD, RUN_INFO_FILE, write_json
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
                                     host_mixture_batches, members_of)
@@ -56,8 +56,6 @@ from mlm_tpu.training.run_settings import check_resumed_settings, result_setting
 from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task
 from mlm_tpu.training.throughput import Throughput, find_peak
 
-RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
-BEST_RECORD = "best_model.json"
 CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
 CLAIM_REFRESH_SECONDS = 60
 
