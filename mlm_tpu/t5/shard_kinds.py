@@ -13,6 +13,23 @@ from mlm_tpu.t5.text2text_rows import Text2TextExamples
 T5_TOKENIZER = "make a T5 tokenizer with `python -m mlm_tpu.tokenizer train --template t5`"
 
 
+def check_sentinels(tokenizer, lengths: SpanLengths, where: str, other_tokenizer: str, fewer_spans: str,
+                    length_now: str) -> None:
+    """That the tokenizer has a sentinel for every noise span of `lengths`' rows, or one line: `where` names it,
+    `other_tokenizer` says which to use instead, `fewer_spans` how to make fewer, `length_now` the length in use."""
+    try:
+        first_sentinel_id(tokenizer, lengths)
+    except TooFewSentinels as error:
+        if not error.have:
+            raise UserError(f"{where}: {error}; {other_tokenizer}") from None
+        longest = longest_inputs_within(error.have, lengths.noise_density, lengths.mean_noise_span_length)
+        raise UserError(f"{where}: {error}; {fewer_spans}: a --max-length of at most {longest} ({length_now}), a "
+                        f"lower --noise-density (not {lengths.noise_density}) or a longer --mean-noise-span-length "
+                        f"(not {lengths.mean_noise_span_length})") from None
+    except ValueError as error:
+        raise UserError(f"{where}: {error}; {other_tokenizer}") from None
+
+
 class Text2TextKind(ShardKind):
     name = TEXT2TEXT
     flags = {"input_columns": "--input-column", "target_column": "--target-column", "source_prefix": "--source-prefix"}
@@ -51,18 +68,8 @@ class SpanCorruptionKind(ShardKind):
 
     def example_maker(self, config, tokenizer, threads: int) -> RawRows:
         lengths = self.lengths(config)
-        try:
-            first_sentinel_id(tokenizer, lengths)
-        except TooFewSentinels as error:
-            if not error.have:
-                raise UserError(f"--tokenizer {config.tokenizer}: {error}; {T5_TOKENIZER}") from None
-            longest = longest_inputs_within(error.have, config.noise_density, config.mean_noise_span_length)
-            raise UserError(f"--tokenizer {config.tokenizer}: {error}; make fewer spans: a --max-length of at most "
-                            f"{longest} (not {config.max_length}), a lower --noise-density (not "
-                            f"{config.noise_density}) or a longer --mean-noise-span-length (not "
-                            f"{config.mean_noise_span_length})") from None
-        except ValueError as error:
-            raise UserError(f"--tokenizer {config.tokenizer}: {error}; {T5_TOKENIZER}") from None
+        check_sentinels(tokenizer, lengths, f"--tokenizer {config.tokenizer}", T5_TOKENIZER, "make fewer spans",
+                        f"not {config.max_length}")
         return RawRows(tokenizer, threads, lengths.raw_length)
 
     def settings(self, config) -> dict:
