@@ -5,9 +5,9 @@ Every module of mlm_tpu has one place in LAYERS, and every import of one module 
 functions, relative, and modules named in strings for importlib) is an arrow of the import graph. The graph has
 no circles, and every arrow runs down (or within one unit): a stage never imports a product line, the registry,
 the API or the command-line layer, and what a stage needs from a task reaches it through the plug-in or the shard
-kind it is handed. The product lines among themselves: the masked LM and T5 stand side by side and import none of
-each other; ELECTRA builds on the masked LM (its masker, its shapes), and so does the encoder line (a RoBERTa shape
-from scratch is the masked LM's preset), without importing each other; delta-tuning wraps any of them.
+kind it is handed. The product lines among themselves: the masked LM and T5 stand side by side and import nothing
+of each other; ELECTRA and the encoder line stand above them, side by side (both build on the masked LM: ELECTRA on
+its masker, the encoder's from-scratch baseline on its shapes); delta-tuning wraps any of them.
 """
 
 import ast
