@@ -9,10 +9,9 @@ from typing import Dict, Optional
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import CardFacts
+from mlm_tpu.model_folder.loading import GENERATOR_FOLDER
 from mlm_tpu.model_folder.saving import write_model_files
 from mlm_tpu.output_dir import MODEL_FOLDER, RUN_INFO_FILE, staged_output_dir
-
-GENERATOR_FOLDER = "generator"
 
 
 def save_electra_folders(folder: str, model, tokenizer, facts: CardFacts, generator_facts: CardFacts,

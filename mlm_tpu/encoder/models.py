@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.loading import longest_input
 from mlm_tpu.shards.format import REGRESSION
 
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
@@ -76,6 +77,15 @@ def check_encoder(config, head_class, where: str) -> None:
     except KeyError:
         raise UserError(f"{where} is a {model_type} model, for which transformers has no TensorFlow "
                         f"{head_class.__name__.removeprefix('TFAutoModelFor')} head") from None
+
+
+def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
+    """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
+    ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
+    600-token examples"), `fix` how to ask for fewer ("shard with")."""
+    limit = longest_input(model_config)
+    if limit and length > limit:
+        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
 
 
 def feeds_token_types(model_config, tokenizer) -> bool:

@@ -53,7 +53,7 @@ from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_o
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
-from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task
+from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task, check_base_vocabulary
 from mlm_tpu.training.throughput import Throughput, find_peak
 
 CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
@@ -258,6 +258,7 @@ class Trainer:
         self.train_shards, eval_shards = find_training_shards(config, task)
         self.eval_corpus = ((eval_shards.manifest or {}).get("settings", {}).get("corpus") if eval_shards else None)
         tokenizer = task.load_tokenizer(config)
+        check_base_vocabulary(config, tokenizer)  # the base's embeddings, then the shards' ids, against --tokenizer
         given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
         for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
                              ("--eval-dataset", eval_shards)):
@@ -548,7 +549,7 @@ class _Loop:
         if metric is None:
             self.save(epoch, step, scores)
             return True
-        value = scores[metric.name]
+        value = metric.value(scores)
         if not metric.improves(value, best["value"] if best else None):
             log(f"{metric.name} {value:.4f} is not better than epoch {best['epoch']}'s {best['value']:.4f}: "
                 f"{self.config.output_dir} keeps that model")
