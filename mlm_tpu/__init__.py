@@ -19,8 +19,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from mlm_tpu.errors import UserError  # noqa: E402
+from mlm_tpu.version import __version__  # noqa: E402
 
-__version__ = "0.4.0"
 API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
        "predict_text_classification", "predict_token_classification", "fine_tune", "downstream_benchmark", "export_model",
        "plot_loss")

@@ -8,23 +8,9 @@ TensorFlow loads only when a function needs it.
 """
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
-from mlm_tpu.configuration import from_dict
-
-
-def _config(config_class: type, settings: Dict[str, Any]) -> Any:
-    """`config_class` from flat keyword settings; a key naming a field of a nested config goes into it."""
-    values: Dict[str, Any] = {}
-    nested = {field.name: field.default_factory().__dict__.keys() for field in dataclasses.fields(config_class)
-              if field.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(field.default_factory)}
-    for key, value in settings.items():
-        parent = next((name for name, keys in nested.items() if key in keys), None)
-        if parent and key not in {field.name for field in dataclasses.fields(config_class)}:
-            values.setdefault(parent, {})[key] = value
-        else:
-            values[key] = value
-    return from_dict(config_class, values, "the keyword arguments")
+from mlm_tpu.configuration import from_keywords
 
 
 def train_tokenizer(output_dir: str, **settings) -> str:
@@ -39,7 +25,7 @@ def train_tokenizer(output_dir: str, **settings) -> str:
     """
     from mlm_tpu.tokenizer.training import TokenizerTrainingConfig, train_tokenizer as train
 
-    return train(_config(TokenizerTrainingConfig, {"output_dir": output_dir, **settings}))
+    return train(from_keywords(TokenizerTrainingConfig, {"output_dir": output_dir, **settings}))
 
 
 def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
@@ -52,9 +38,12 @@ def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
         >>> manifest["records"] > 0
         True
     """
-    from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus as shard
+    from mlm_tpu.shards.config import ShardingConfig
+    from mlm_tpu.shards.sharding import shard_corpus as shard
+    from mlm_tpu.tasks import shard_kinds
 
-    return shard(_config(ShardingConfig, {"tokenizer": tokenizer, "output_dir": output_dir, **settings}))
+    return shard(from_keywords(ShardingConfig, {"tokenizer": tokenizer, "output_dir": output_dir, **settings}),
+                 shard_kinds())
 
 
 def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), **settings):
@@ -77,7 +66,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.trainer import train
 
-    config = _config(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
+    config = from_keywords(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
     return train(config, training_task(config), callbacks)
 
 
@@ -96,7 +85,7 @@ def evaluate_model(model: str, eval_dataset: str, **settings):
     from mlm_tpu.training.config import EvaluationConfig
     from mlm_tpu.training.evaluation import evaluate_model as evaluate
 
-    config = _config(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings})
+    config = from_keywords(EvaluationConfig, {"model": model, "eval_dataset": eval_dataset, **settings})
     return evaluate(config, plug_in_of_saved_model(model, config.base_model))
 
 
@@ -126,7 +115,7 @@ def predict_text2text(model: str, inputs: Sequence[str], **settings) -> List[dic
     from mlm_tpu.tasks import saved_model_loader
 
     quiet_libraries()
-    config = _config(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings})
+    config = from_keywords(Text2TextPredictionConfig, {"model": model, "inputs": tuple(inputs), **settings})
     return predict(config, saved_model_loader(model, config.base_model, "t5"))
 
 
@@ -138,7 +127,7 @@ def predict_text_classification(model: str, texts: Sequence[str], **settings) ->
     from mlm_tpu.tasks import saved_model_loader
 
     quiet_libraries()
-    config = _config(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
+    config = from_keywords(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
     return classify_texts(config, saved_model_loader(model, config.base_model, "encoder"))
 
 
@@ -150,7 +139,7 @@ def predict_token_classification(model: str, texts: Sequence[str], **settings) -
     from mlm_tpu.tasks import saved_model_loader
 
     quiet_libraries()
-    config = _config(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
+    config = from_keywords(EncoderPredictionConfig, {"model": model, "texts": tuple(texts), **settings})
     return tag_texts(config, saved_model_loader(model, config.base_model, "encoder"))
 
 
@@ -165,22 +154,10 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
     same result through `FineTuningResult.of_folder(output_dir)`. README: "Fine-tune an encoder" has a worked example;
     tests/test_encoder.py runs this function on each task.
     """
-    from mlm_tpu.configuration import check_ranges
-    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
-    from mlm_tpu.errors import UserError
-    from mlm_tpu.shards.format import ENCODER_KINDS
-    from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.downstream.fine_tune import fine_tune as run
 
-    protocol = protocol or FineTuningProtocol()
-    check_ranges(protocol)
-    kind = find_shards(train_dataset, None, None, "--train-dataset").kind
-    if kind not in ENCODER_KINDS:
-        raise UserError(f"--train-dataset {train_dataset} holds {kind} shards; fine-tuning takes "
-                        "sequence-classification or token-classification shards")
-    run = {**protocol.training_settings(), "task": kind, "eval_dataset": eval_dataset,
-           "model_name_or_path": model_name_or_path, "seed": seed, **settings}
-    result = train_model(train_dataset, output_dir, callbacks, **run)
-    return FineTuningResult.of_training(result, kind, seed)
+    return run(train_dataset, eval_dataset, output_dir, model_name_or_path=model_name_or_path, seed=seed,
+               protocol=protocol, callbacks=callbacks, **settings)
 
 
 def downstream_benchmark(model: str, **settings) -> dict:
@@ -197,7 +174,7 @@ def downstream_benchmark(model: str, **settings) -> dict:
     from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
 
     protocol = settings.pop("protocol", None)
-    config = _config(DownstreamConfig, {"model": model, **settings})
+    config = from_keywords(DownstreamConfig, {"model": model, **settings})
     return run_benchmark(dataclasses.replace(config, protocol=protocol) if protocol else config)
 
 
@@ -218,7 +195,7 @@ def export_model(model: str, **settings) -> str:
     from mlm_tpu.model_folder.export import ExportConfig
     from mlm_tpu.tasks import export_saved_model
 
-    return export_saved_model(_config(ExportConfig, {"model": model, **settings}))
+    return export_saved_model(from_keywords(ExportConfig, {"model": model, **settings}))
 
 
 def plot_loss(run_dir: str, output: Optional[str] = None, overwrite: bool = False) -> str:

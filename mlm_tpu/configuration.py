@@ -219,6 +219,22 @@ def from_dict(cls: type, values: Mapping[str, Any], source: str) -> Any:
     return cls(**arguments)
 
 
+
+def from_keywords(cls: type, settings: Mapping[str, Any]) -> Any:
+    """An instance of the dataclass `cls` from flat keyword settings (the API's, named as the flags): a key naming a
+    field of a nested config goes into it."""
+    values: Dict[str, Any] = {}
+    own = {field.name for field in dataclasses.fields(cls)}
+    nested = {field.name: field.default_factory().__dict__.keys() for field in dataclasses.fields(cls)
+              if field.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(field.default_factory)}
+    for key, value in settings.items():
+        parent = next((name for name, keys in nested.items() if key in keys), None)
+        if parent and key not in own:
+            values.setdefault(parent, {})[key] = value
+        else:
+            values[key] = value
+    return from_dict(cls, values, "the keyword arguments")
+
 def to_dict(config: Any) -> Dict[str, Any]:
     """The settings as plain JSON-ready values, nested as the dataclasses are; tuples become lists."""
     return json.loads(json.dumps(dataclasses.asdict(config)))

@@ -1,8 +1,9 @@
 """The JSON files mlm_tpu writes and reads back (manifests, progress files, training_args.json, best_model.json).
 
 One reader, so that a file cut short by a full disk or edited by hand is one clear line naming
-it and what to do, never a JSONDecodeError; one writer, which writes a temporary file and renames
-it, so a crash never leaves a half-written file under the real name.
+it and what to do, never a JSONDecodeError; one encoding (`encode_json`), which the one writer,
+output_dir.py's `write_json` beside `write_file`, writes through a temporary file renamed, so a crash
+never leaves a half-written file under the real name.
 """
 
 import json
@@ -41,10 +42,3 @@ def read_json(path: str, what: str, fix: str) -> Any:
         raise UserError(f"cannot read {what} ({path}): {error.strerror or error}") from None
     return parse_json(data, f"{what} ({path})", fix)
 
-
-def write_json(path: str, payload: Any) -> None:
-    """Write `payload` to the local file `path` atomically (temporary file, then rename); in an output folder
-    with a record of what mlm_tpu wrote, the record keeps up (output_dir.py)."""
-    from mlm_tpu.output_dir import write_file
-
-    write_file(path, encode_json(payload))

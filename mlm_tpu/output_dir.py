@@ -27,12 +27,12 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import google_crc32c
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.jsonfiles import encode_json, read_json
 
 RECORD = ".mlm_tpu.json"
 CARD_PHRASE = "trained with mlm_tpu"  # in every README.md mlm_tpu writes (model and tokenizer cards)
@@ -49,19 +49,21 @@ class Layout:
         return self.files + self.folders
 
 
+RUN_INFO_FILE = "training_args.json"  # a training run's config (replayable with --config) and what it computed
+BEST_RECORD = "best_model.json"  # a training run's best epoch: its step and scores
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "spiece.model", "vocab.json", "merges.txt", "vocab.txt")  # the last three: RoBERTa's and BERT's
 TOKENIZER_FOLDER = Layout((*TOKENIZER_FILES, "tokenizer_training.json", "README.md"))
 MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", "tf_model.h5.index.json",
                        "model*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES, "README.md",
-                       "loss.png", "training_args.json", "best_model.json",
+                       "loss.png", RUN_INFO_FILE, BEST_RECORD,
                        # a delta-tuning run's adapter folder (mlm_tpu/delta/folder.py): PEFT's or AdapterHub's files
                        "adapter_config.json", "adapter_model.safetensors", "adapter.safetensors",
                        "mlm_tpu_delta.json"),
                       ("backup", "logs", "generator"))  # generator/: an ELECTRA run's generator (mlm_tpu/electra)
 # Earlier versions wrote no record: a folder without one that holds the marker was made by them, and its
 # entries of the layout count as mlm_tpu's (a README.md only if it is one of mlm_tpu's cards).
-EARLIER_VERSIONS = (("tokenizer_training.json", TOKENIZER_FOLDER), ("training_args.json", MODEL_FOLDER),
+EARLIER_VERSIONS = (("tokenizer_training.json", TOKENIZER_FOLDER), (RUN_INFO_FILE, MODEL_FOLDER),
                     ("README.md", MODEL_FOLDER))
 
 
@@ -280,6 +282,13 @@ def write_file(path: str, data: bytes, start_record: bool = False) -> None:
     check_replacing(folder, record.others([name]), [], overwrite=True)
     with _written_beside(path, data) as temporary:
         record.replace({name: temporary})
+
+
+
+def write_json(path: str, payload: Any) -> None:
+    """Write `payload` to the local file `path` as mlm_tpu writes JSON (jsonfiles.py), atomically and, in a folder
+    with a record, recorded (`write_file`)."""
+    write_file(path, encode_json(payload))
 
 
 @contextlib.contextmanager

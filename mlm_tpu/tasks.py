@@ -147,7 +147,7 @@ def task_of_saved_model(name_or_path: str) -> str:
     folder records its base's."""
     from types import SimpleNamespace
 
-    from mlm_tpu.delta.folder import is_adapter_folder, read_delta_record
+    from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
     from mlm_tpu.model_folder.loading import model_type
     from mlm_tpu.model_folder.task_settings import task_settings
 
@@ -181,7 +181,7 @@ def task_of_architecture(architecture: str) -> Optional[str]:
 def plug_in_of_saved_model(name_or_path: str, base_model: Optional[str] = None):
     """The plug-in of the task a saved model was trained for (evaluation, prediction, export); for an adapter folder
     (train.py --delta) one that loads it onto its base model (`base_model`, else the one the folder names)."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
 
     task = make_task(task_of_saved_model(name_or_path))
     if not is_adapter_folder(name_or_path):
@@ -198,7 +198,7 @@ def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str
     """How prediction reads --model (`family`: "mlm" for fill-mask, "t5" for text2text, "encoder" for text- and
     token-classification): None (as any saved model) unless it is an adapter folder, whose plug-in loads it onto its
     base; an adapter for another family is refused, as its models are."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
 
     task = plug_in_of_saved_model(name_or_path, base_model)
     if not is_adapter_folder(name_or_path):
@@ -216,7 +216,7 @@ def saved_model_loader(name_or_path: str, base_model: Optional[str], family: str
 def export_saved_model(config) -> str:
     """`mlm-tpu export` (an ExportConfig): a model folder gets its PyTorch weights and card; an adapter folder with
     --merge is folded into its base (mlm_tpu/delta/merge.py)."""
-    from mlm_tpu.delta.folder import is_adapter_folder
+    from mlm_tpu.delta.record import is_adapter_folder
     from mlm_tpu.model_folder.export import export_model
 
     if config.merge or is_adapter_folder(config.model):
@@ -247,3 +247,22 @@ def plug_in_of_split(kind: str, task: Optional[str] = None):
         if task.shard_kind == kind:
             return task
     raise UserError(f"no task trains on splits of the kind '{kind}'")
+
+
+SHARD_KINDS: Dict[str, Tuple[str, str]] = {  # kind of split -> (module, object) of its mlm_tpu.shards.kinds.ShardKind
+    "mlm": ("mlm_tpu.mlm.shard_kind", "MASKED_LM"),
+    "text2text": ("mlm_tpu.t5.shard_kinds", "TEXT2TEXT_ROWS"),
+    "span-corruption": ("mlm_tpu.t5.shard_kinds", "SPAN_CORRUPTION_ROWS"),
+    "sequence-classification": ("mlm_tpu.encoder.shard_kinds", "SEQUENCE_CLASSIFICATION_ROWS"),
+    "token-classification": ("mlm_tpu.encoder.shard_kinds", "TOKEN_CLASSIFICATION_ROWS"),
+}
+# `shard --task` also takes the trainer's words for a kind of split
+SHARD_KIND_ALIASES = {"classification": "text2text", "generation": "text2text", "masked-lm": "mlm"}
+
+
+def shard_kinds():
+    """Every kind of split, for the sharder (mlm_tpu.shards.kinds.ShardKinds; modules imported when used)."""
+    from mlm_tpu.shards.kinds import ShardKinds
+
+    return ShardKinds([getattr(importlib.import_module(module), name) for module, name in SHARD_KINDS.values()],
+                      SHARD_KIND_ALIASES)

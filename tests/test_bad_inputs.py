@@ -480,7 +480,7 @@ def delta_flags(inputs: Inputs, method: str, *extra: str, base: str = "t5-classi
 
 def adapter_folder(inputs: Inputs, method: str, base: str) -> Path:
     """An adapter folder as train.py --delta writes it (its record and tokenizer), for the base `base`."""
-    from mlm_tpu.delta.folder import DELTA_RECORD
+    from mlm_tpu.delta.record import DELTA_RECORD
 
     folder = inputs.tmp / f"{method}-adapter"
     folder.mkdir()

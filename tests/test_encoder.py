@@ -340,7 +340,7 @@ def test_the_first_pass_finds_label_names_in_order_and_scores_as_scores(tmp_path
     """Labels sorted, whole numbers by value (0/1 labels keep their ids); numbers some of which are not whole make
     a regression, unless --problem-type says classes; --labels names ids; tags come as lists or strings."""
     from mlm_tpu.corpus import Corpus, CorpusSource
-    from mlm_tpu.shards.labelled import find_labels
+    from mlm_tpu.encoder.labelled_rows import find_labels
 
     def found(rows, task="sequence-classification", problem_type=None, given=()):
         path = write_jsonl(tmp_path / "rows.jsonl", rows)
@@ -364,7 +364,7 @@ def test_a_words_first_piece_is_the_one_running_text_gives_it_with_byte_level_bp
     from tokenizers import ByteLevelBPETokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from mlm_tpu.shards.labelled import FixedLengthEncoder, first_piece_labels
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder, first_piece_labels
 
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(["the cat sat on the mat", "a catalogue of cats"] * 20, vocab_size=300,

@@ -141,7 +141,7 @@ def test_dropout_gives_each_row_of_the_global_batch_the_same_noise_on_any_number
 
 
 def test_a_resumed_run_keeps_its_backups_order_and_a_backup_from_before_v_resumes_only_as_it_was_written(tmp_path):
-    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.output_dir import write_json
     from mlm_tpu.training.data_order import SHARES, choose_layout
 
     assert choose_layout(None, None, str(tmp_path), 7, 16, 1, 1).input_pipelines == 4  # a new run: the default

@@ -69,7 +69,7 @@ def test_published_files_get_the_mode_the_umask_gives_whatever_wrote_them(umask,
     import numpy as np
     from safetensors.numpy import save_file
 
-    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.output_dir import write_json
     from mlm_tpu.shards.storage import LocalStorage
 
     before = os.umask(umask)

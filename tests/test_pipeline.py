@@ -67,14 +67,15 @@ from transformers import AutoTokenizer
 from mlm_tpu.mlm.masking import MlmMasker
 from mlm_tpu.shards.format import MLM, features_of
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.pipeline import distributed_training_dataset, next_per_replica
+from mlm_tpu.shards.pipeline import distributed_dataset, host_training_batches, next_per_replica
 from mlm_tpu.shards.reading import find_shards
 shards = find_shards(sys.argv[1] + "/shards/validation", MLM, features_of(MLM, None))
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1] + "/tokenizer")
 def steps(start, count):
-    dataset = distributed_training_dataset(strategy, shards, BatchLayout(1, 16, 1, 2),
-                                           lambda seed: MlmMasker(tokenizer, 0.15, seed), seed=3, window=64,
-                                           steps_per_epoch=20, start_step=start)
+    layout = BatchLayout(1, 16, 1, 2)
+    dataset = distributed_dataset(strategy, layout, lambda host: host_training_batches(
+        shards, layout, host, lambda seed: MlmMasker(tokenizer, 0.15, seed), seed=3, window=64, steps_per_epoch=20,
+        start_step=start))
     found, iterator = [], iter(dataset)
     for _ in range(count):
         batch = next_per_replica(strategy, iterator)

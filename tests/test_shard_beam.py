@@ -148,16 +148,19 @@ def test_a_shard_written_twice_is_the_same_shard(wikitext_tokenizer, wikitext_pa
     from mlm_tpu.api import shard_corpus
     from mlm_tpu.corpus import Corpus, CorpusSource
     from mlm_tpu.shards.beam_pipeline import CutAtShards, EncodePart, WriteShard, unit_offsets
-    from mlm_tpu.shards.sharding import ShardingConfig, check_config
+    from mlm_tpu.shards.config import ShardingConfig
+    from mlm_tpu.shards.sharding import check_config
+    from mlm_tpu.tasks import shard_kinds
 
     text = tmp_path / "text.txt"
     text.write_text("".join(wikitext_path.read_text(encoding="utf-8").splitlines(keepends=True)[:300]))
     local = shard_corpus(str(wikitext_tokenizer[0]), str(tmp_path / "local"), text_files=[str(text)], max_length=64,
                          shard_size=100)
-    config = check_config(ShardingConfig(str(wikitext_tokenizer[0]), str(tmp_path / "beam"), max_length=64,
-                                         shard_size=100, num_workers=1, corpus=CorpusSource(text_files=(str(text),))))
+    config, kind = check_config(ShardingConfig(str(wikitext_tokenizer[0]), str(tmp_path / "beam"), max_length=64,
+                                               shard_size=100, num_workers=1,
+                                               corpus=CorpusSource(text_files=(str(text),))), shard_kinds())
     corpus = Corpus(config.corpus)
-    encode = EncodePart(config, corpus)
+    encode = EncodePart(config, kind, corpus)
     encode.setup()
     elements = [element for index, part in enumerate(corpus.parts(20_000)) for element in encode.process((index, part))]
     offsets = unit_offsets([(key, counters["units"]) for key, (counters, _) in elements])
@@ -167,7 +170,7 @@ def test_a_shard_written_twice_is_the_same_shard(wikitext_tokenizer, wikitext_pa
             pieces[shard].append(piece)
     assert len(pieces[1]) > 1  # the shard is made of several elements' pieces
 
-    write = WriteShard(config, corpus, 6400)
+    write = WriteShard(config, kind, corpus, 6400)
     write.setup()
     name = local["shards"][1]["name"]
     expected = (tmp_path / "local" / "train" / name).read_bytes()

@@ -14,7 +14,8 @@ from conftest import T5_MAX_LENGTH, T5_MAX_TARGET_LENGTH, assert_user_error, run
 from mlm_tpu.errors import UserError
 from mlm_tpu.cli.shard import FLAGS, build_parser
 from mlm_tpu.shards.sharding import shard_corpus
-from mlm_tpu.shards.text2text import head_and_end, head_and_tail, padded_rows
+from mlm_tpu.tasks import shard_kinds
+from mlm_tpu.t5.text2text_rows import head_and_end, head_and_tail, padded_rows
 
 
 def test_head_and_tail_keeps_the_first_and_last_halves():
@@ -106,13 +107,13 @@ def test_a_bad_row_stops_the_job_and_the_rerun_after_fixing_it_ends_as_a_clean_r
              "--max-length", 16, "--max-target-length", 4, "--shard-size", 50, "--batch-size", 40]
     data = write_jsonl(tmp_path / "rows.jsonl", broken)
     with pytest.raises(UserError, match=f"{data} row 334: the target column 'a' is empty"):
-        shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "out"))
+        shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "out"), shard_kinds())
     kept = sorted(n for n in os.listdir(tmp_path / "out" / "train") if n.endswith(".tfrecord"))
     assert kept and not (tmp_path / "out" / "train" / "manifest.json").exists()
 
     write_jsonl(data, rows)
-    resumed = shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "out"))
-    clean = shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "clean"))
+    resumed = shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "out"), shard_kinds())
+    clean = shard_corpus(config_for(*flags, "--text-files", data, "--output-dir", tmp_path / "clean"), shard_kinds())
     assert resumed == clean and resumed["target_counts"] == {"maybe": 133, "no": 133, "yes": 134}
     for entry in clean["shards"]:
         assert (tmp_path / "out" / "train" / entry["name"]).read_bytes() == \

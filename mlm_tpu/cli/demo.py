@@ -29,7 +29,7 @@ from mlm_tpu.cli.train import main as train_command
 from mlm_tpu.downstream.benchmark import forget_runs, not_made_by_the_benchmark
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.output_dir import RECORD, Record
+from mlm_tpu.output_dir import RECORD, RUN_INFO_FILE, Record
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.shards.writer import files_not_written
 
@@ -89,7 +89,7 @@ def _made_by_an_earlier_demo(output_dir: str, entries: List[str]) -> bool:
     """Demos before records: their tokenizer was trained on the built-in corpus, and their model with it."""
     tokenizer = os.path.join(output_dir, "tokenizer")
     records = [os.path.join(tokenizer, "tokenizer_training.json"),
-               os.path.join(output_dir, "model", "training_args.json")]
+               os.path.join(output_dir, "model", RUN_INFO_FILE)]
     if not set(entries) <= set(PARTS) or not os.path.isfile(records[0]):
         return False
     info, run = [read_json(path, "the demo's record", "or choose another --output-dir") if os.path.isfile(path) else {}

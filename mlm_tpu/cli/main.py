@@ -26,7 +26,7 @@ COMMANDS = {
     "train": ("train", "train a model on shards (TPU, GPUs or CPU); a killed run resumes"),
     "launch": ("launch", "run train as N worker processes on this machine (multi-worker, locally)"),
     "evaluate": ("evaluate", "score a trained model on shards"),
-    "predict": ("predict", "fill masks, or run a T5 model on text"),
+    "predict": ("predict", "fill masks, or run a T5 model, an encoder classifier or a tagger on text"),
     "inspect": ("inspect_shards", "show a split's first examples as the model receives them"),
     "plot": ("plot", "plot a run's training and validation loss"),
     "export": ("export", "add PyTorch weights and a model card to a TensorFlow model folder, push it"),

@@ -9,7 +9,9 @@ from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_verbose_flag
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards import sharding
 from mlm_tpu.shards.beam_job import beam_options_in
-from mlm_tpu.shards.sharding import ShardingConfig, shard_corpus
+from mlm_tpu.shards.config import ShardingConfig
+from mlm_tpu.shards.sharding import shard_corpus
+from mlm_tpu.tasks import shard_kinds
 
 FLAGS = ConfigFlags(ShardingConfig)
 
@@ -120,4 +122,4 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.sh
     args, beam_options = (parser.parse_known_args(arguments) if with_runner
                           else (_parse_without_runner(parser, arguments), []))
     config = FLAGS.build(args)
-    shard_corpus(dataclasses.replace(config, pipeline_options=tuple(beam_options)), verbose=args.verbose)
+    shard_corpus(dataclasses.replace(config, pipeline_options=tuple(beam_options)), shard_kinds(), verbose=args.verbose)

@@ -5,7 +5,7 @@ model trained, the validation figures, the loss plot, and how to load it in PyTo
 import os
 from typing import List
 
-from mlm_tpu.delta.folder import recorded_head_settings
+from mlm_tpu.delta.record import read_delta_record, recorded_head_settings
 from mlm_tpu.model_folder.card import LOSS_PLOT
 METHOD_NAMES = {"lora": "LoRA", "ia3": "(IA)³", "prompt": "prompt tuning", "prefix": "prefix tuning",
                 "adapter": "bottleneck adapters"}
@@ -74,7 +74,6 @@ def adapter_card_text(method, facts, base_model: str, name: str, has_loss_plot: 
 def write_adapter_card(folder: str, method, facts, base_model: str, name: str, has_loss_plot: bool) -> None:
     """README.md, atomically and recorded in the folder's record (mlm_tpu/output_dir.py); what the adapter is for
     comes from the folder's mlm_tpu_delta.json."""
-    from mlm_tpu.delta.folder import read_delta_record
     from mlm_tpu.output_dir import write_file
 
     write_file(os.path.join(folder, "README.md"), adapter_card_text(method, facts, base_model, name, has_loss_plot,

@@ -1,32 +1,14 @@
 """The adapter folder: what PEFT's `save_pretrained` writes (`adapter_config.json`, `adapter_model.safetensors`
 with PEFT's key names), or AdapterHub's files for bottleneck adapters, plus the tokenizer, a model card, the
-trainer's records and `mlm_tpu_delta.json` (the base model's task settings, so predict and evaluate run the
-adapter as it was trained; for a classifier, the modules saved whole and the labels its head was built for, which
-the base's own config lacks). Written with numpy and safetensors, no PyTorch; through a staging folder."""
+trainer's records and `mlm_tpu_delta.json` (record.py: what predict and evaluate need to run the adapter as it
+was trained). Written with numpy and safetensors, no PyTorch; through a staging folder."""
 
-import dataclasses
 import os
 from typing import Dict, Optional
 
+from mlm_tpu.delta.record import DELTA_RECORD, delta_record, read_delta_record, recorded_head_settings
 from mlm_tpu.errors import UserError
-from mlm_tpu.jsonfiles import read_json, write_json
-from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
-
-DELTA_RECORD = "mlm_tpu_delta.json"
-HEAD_SETTINGS = ("id2label", "label2id", "problem_type")  # a classifier's config settings its base lacks
-
-
-def head_settings(config) -> Dict[str, object]:
-    """The config settings a classifier's head was built with (num_labels follows from id2label)."""
-    return {name: getattr(config, name) for name in HEAD_SETTINGS if getattr(config, name, None) is not None}
-
-
-def recorded_head_settings(record: dict) -> Dict[str, object]:
-    """The head settings of an adapter folder's record, id2label's keys as numbers again (JSON made them text)."""
-    settings = dict(record.get("head") or {})
-    if "id2label" in settings:
-        settings["id2label"] = {int(key): value for key, value in settings["id2label"].items()}
-    return settings
+from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir, write_json
 
 
 def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, facts, records: Optional[Dict],
@@ -38,26 +20,12 @@ def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, 
     with staged_output_dir(folder, folders=MODEL_FOLDER.folders) as staging:
         save_file(method.state_dict(model), os.path.join(staging, method.weights_file), metadata={"format": "pt"})
         write_json(os.path.join(staging, method.config_file), method.adapter_config(model, base_model))
-        write_json(os.path.join(staging, DELTA_RECORD), {
-            "delta": method.name, "settings": dataclasses.asdict(method.settings),
-            "base_model_name_or_path": base_model, "model_type": model.config.model_type,
-            "architecture": type(model).__name__.removeprefix("TF"),
-            "task_specific_params": model.config.task_specific_params,
-            **({"modules_to_save": list(method.modules_to_save), "head": head_settings(model.config)}
-               if method.modules_to_save else {})})
+        write_json(os.path.join(staging, DELTA_RECORD), delta_record(method, model, base_model))
         tokenizer.save_pretrained(staging)
         for record, payload in (records or {}).items():
             write_json(os.path.join(staging, record), payload)
         write_adapter_card(staging, method, facts, base_model, name,
                            has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))
-
-
-def is_adapter_folder(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, DELTA_RECORD))
-
-
-def read_delta_record(path: str) -> dict:
-    return read_json(os.path.join(path, DELTA_RECORD), f"{path}'s {DELTA_RECORD}", "train the adapter again")
 
 
 def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--model"):

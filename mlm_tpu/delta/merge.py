@@ -7,7 +7,7 @@ import os
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir
+from mlm_tpu.output_dir import BEST_RECORD, MODEL_FOLDER, check_output_dir
 
 MERGED_FROM = "merged_from.json"  # what the full model was made of: the adapter folder, its method and base
 
@@ -33,7 +33,8 @@ def check_mergeable(config, record: dict) -> None:
 def export_merged(config, task) -> str:
     """Write the merged model into config.output_dir (an ExportConfig with merge); `task`: the adapter folder's
     plug-in (mlm_tpu.tasks.plug_in_of_saved_model), which loads it onto its base and says what the card says."""
-    from mlm_tpu.delta.folder import is_adapter_folder, load_adapter, read_delta_record
+    from mlm_tpu.delta.folder import load_adapter
+    from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
     from mlm_tpu.jsonfiles import read_json
     from mlm_tpu.model_folder.card import CardFacts
     from mlm_tpu.model_folder.saving import save_model_folder
@@ -50,7 +51,7 @@ def export_merged(config, task) -> str:
     check_output_dir(config.output_dir, MODEL_FOLDER.names(), config.overwrite)
     method.merge(model)
     base = config.base_model or record["base_model_name_or_path"]
-    best_path = os.path.join(folder, "best_model.json")
+    best_path = os.path.join(folder, BEST_RECORD)
     best = read_json(best_path, "the best-epoch record", "or delete it") if os.path.isfile(best_path) else {}
     facts = CardFacts.of_model(task, model, tokenizer, steps=best.get("step"), epoch=best.get("epoch"))
     log(f"Merged the {method.name} adapter {folder} into {base}: {model.count_params():,} parameters -> "

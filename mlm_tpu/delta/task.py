@@ -11,17 +11,7 @@ from mlm_tpu.delta import method_class
 from mlm_tpu.delta.modules_to_save import HEAD_MODULES, modules_to_save
 from mlm_tpu.delta.peft_names import head_task_type
 from mlm_tpu.errors import UserError
-
-
-def longest_input(model_config) -> Optional[int]:
-    """The most tokens the model takes: its learned positions (RoBERTa's numbered from its padding index + 1); None
-    for T5, whose relative attention takes any length, as it does without a delta."""
-    from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
-
-    positions = getattr(model_config, "max_position_embeddings", None)
-    if model_config.model_type == "t5" or not positions:
-        return None
-    return positions - 2 if model_config.model_type in TF_POSITION_PADDING_IDX else positions
+from mlm_tpu.model_folder.loading import longest_input
 
 
 class DeltaTask:

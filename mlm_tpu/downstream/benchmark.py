@@ -33,18 +33,18 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from mlm_tpu.claim import claimed
-from mlm_tpu.configuration import check_ranges, setting, to_dict
+from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.downstream import movie_reviews
 from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
-from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, REGRESSION, DownstreamTask, check_available,
-                                      parse_tasks, with_columns)
+from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
+                                      with_columns)
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
 from mlm_tpu.errors import Interrupted, UserError
-from mlm_tpu.jsonfiles import encode_json, read_json, write_json
-from mlm_tpu.output_dir import Record, write_file
-from mlm_tpu.shards.format import MANIFEST
+from mlm_tpu.jsonfiles import encode_json, read_json
+from mlm_tpu.output_dir import Record, write_file, write_json
+from mlm_tpu.shards.format import MANIFEST, REGRESSION
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.training.config import HardwareConfig
 
@@ -255,7 +255,9 @@ def forget_runs(folder: str) -> None:
 
 def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
     """The task's shards for this tokenizer and length (made once, then reused), its sizes and metrics."""
-    from mlm_tpu.api import shard_corpus
+    from mlm_tpu.shards.config import ShardingConfig
+    from mlm_tpu.shards.sharding import shard_corpus
+    from mlm_tpu.tasks import shard_kinds
 
     train, validation = task.sources(os.path.join(config.output_dir, "data"))
     train = dataclasses.replace(train, limit=config.max_train_samples)
@@ -269,11 +271,11 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> P
         folder = os.path.join(root, split)
         if not os.path.isfile(os.path.join(folder, MANIFEST)):
             log(f"Sharding {task.name}'s {name} rows with the model's tokenizer (once; every run reuses them)")
-            shard_corpus(config.model, root, task="sequence-classification", dataset=source.dataset,
-                         dataset_config=source.dataset_config, text_files=source.text_files, split=split,
-                         limit=source.limit, input_columns=(task.input_column,), pair_column=task.pair_column,
-                         target_column=task.target_column, problem_type=task.problem_type,
-                         max_length=config.protocol.max_length)
+            shard_corpus(from_keywords(ShardingConfig, dict(
+                tokenizer=config.model, output_dir=root, task="sequence-classification", dataset=source.dataset,
+                dataset_config=source.dataset_config, text_files=source.text_files, split=split, limit=source.limit,
+                input_columns=(task.input_column,), pair_column=task.pair_column, target_column=task.target_column,
+                problem_type=task.problem_type, max_length=config.protocol.max_length)), shard_kinds())
         folders.append(folder)
     manifests = [read_json(os.path.join(folder, MANIFEST), "a shard manifest", "delete the folder and run again")
                  for folder in folders]
@@ -337,7 +339,7 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     """Fine-tune one run in this process (resuming its backup if it has one) and record its result beside it."""
     import tf_keras as keras
 
-    from mlm_tpu.api import fine_tune
+    from mlm_tpu.downstream.fine_tune import fine_tune
 
     protocol = config.protocol
     if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives

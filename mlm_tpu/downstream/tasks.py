@@ -25,12 +25,12 @@ from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.downstream import movie_reviews
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, REGRESSION_SCORES
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.shards.format import REGRESSION
 
 GLUE_DATASET = "nyu-mll/glue"
 DEFAULT_TASKS = tuple(movie_reviews.SOURCES)
 TASK_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")  # it names folders
 TASK_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-REGRESSION = "regression"
 
 
 @dataclass(frozen=True)

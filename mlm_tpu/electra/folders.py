@@ -11,9 +11,7 @@ from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import CardFacts
 from mlm_tpu.model_folder.loading import GENERATOR_FOLDER
 from mlm_tpu.model_folder.saving import write_model_files
-from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
-
-RUN_INFO_FILE = "training_args.json"  # the trainer's record of the run, beside the model
+from mlm_tpu.output_dir import MODEL_FOLDER, RUN_INFO_FILE, staged_output_dir
 
 
 def save_electra_folders(folder: str, model, tokenizer, facts: CardFacts, generator_facts: CardFacts,

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 from mlm_tpu.configuration import setting
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import BEST_RECORD, RUN_INFO_FILE
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,14 @@ class FineTuningResult:
     def of_folder(cls, output_dir: str) -> "FineTuningResult":
         """From a finished run's output folder (best_model.json, training_args.json): what a subprocess run, or an
         earlier one, gave."""
-        best_path, args_path = (os.path.join(output_dir, name) for name in ("best_model.json", "training_args.json"))
+        best_path, args_path = os.path.join(output_dir, BEST_RECORD), os.path.join(output_dir, RUN_INFO_FILE)
         if not (os.path.isfile(best_path) and os.path.isfile(args_path)):
-            raise UserError(f"{output_dir} holds no finished fine-tuning run (best_model.json and training_args.json)")
+            raise UserError(f"{output_dir} holds no finished fine-tuning run ({BEST_RECORD} and {RUN_INFO_FILE})")
         if os.path.isdir(os.path.join(output_dir, "backup")):
             raise UserError(f"the fine-tuning run in {output_dir} is unfinished (its backup/ is there); run the same "
                             "command again to finish it")
-        best = read_json(best_path, f"{output_dir}'s best_model.json", "run the fine-tuning again")
-        settings = read_json(args_path, f"{output_dir}'s training_args.json", "run the fine-tuning again")
+        best = read_json(best_path, f"{output_dir}'s {BEST_RECORD}", "run the fine-tuning again")
+        settings = read_json(args_path, f"{output_dir}'s {RUN_INFO_FILE}", "run the fine-tuning again")
         if "validation" not in best:
             raise UserError(f"{best_path} records no validation scores (an earlier mlm_tpu wrote it); run the "
                             "fine-tuning again")

@@ -13,9 +13,9 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
+from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.shards.format import REGRESSION
 
-REGRESSION = "regression"
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
 
 
@@ -48,7 +48,7 @@ class Labels:
     def of_config(cls, config, token_level: bool) -> "Labels":
         """The labels a saved model's config says its head predicts."""
         problem_type = None if token_level else (getattr(config, "problem_type", None) or
-                                                 ("regression" if config.num_labels == 1 else
+                                                 (REGRESSION if config.num_labels == 1 else
                                                   "single_label_classification"))
         if problem_type == REGRESSION:
             return cls((), problem_type)
@@ -79,20 +79,12 @@ def check_encoder(config, head_class, where: str) -> None:
                         f"{head_class.__name__.removeprefix('TFAutoModelFor')} head") from None
 
 
-def longest_input(config) -> int:
-    """The most tokens the encoder reads at once (RoBERTa-style models number positions from pad id + 1)."""
-    positions = getattr(config, "max_position_embeddings", None) or 512
-    if config.model_type in TF_POSITION_PADDING_IDX:
-        return positions - (config.pad_token_id or 0) - 1
-    return positions
-
-
 def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
     """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
     ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
     600-token examples"), `fix` how to ask for fewer ("shard with")."""
     limit = longest_input(model_config)
-    if length > limit:
+    if limit and length > limit:
         raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
 
 

@@ -5,7 +5,7 @@ text-classification: each text's label with every label's probability, or a regr
 on pairs takes each input as its two texts separated by a tab ("first<TAB>second").
 token-classification: each text split at whitespace into words, each word's tag (its first piece's), and the
 entities the tags make (seqeval's reading of BIO tags: B-PER I-PER -> one PER entity).
-Inputs are cut and padded as the sharder cut them (shards/labelled.py), to the training length unless
+Inputs are cut and padded as the sharder cut them (labelled_rows.py), to the training length unless
 --max-length says otherwise (no more than the model reads: checked as training checks its shards), and run in
 fixed-shape batches.
 """
@@ -67,13 +67,14 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
 def _length(config: EncoderPredictionConfig, settings: dict, model, tokenizer) -> int:
     """Tokens per input: --max-length, refused past the model's positions as training refuses longer shards; else the
     training length, else as many as both the tokenizer and the model take, at most 512."""
-    from mlm_tpu.encoder.models import check_length, longest_input
+    from mlm_tpu.encoder.models import check_length
+    from mlm_tpu.model_folder.loading import longest_input
 
     if config.max_length:
         check_length(model.config, config.max_length, config.model,
                      f"--max-length {config.max_length} makes {config.max_length}-token inputs", "pass")
         return config.max_length
-    return settings.get("max_length") or min(tokenizer.model_max_length, 512, longest_input(model.config))
+    return settings.get("max_length") or min(tokenizer.model_max_length, 512, longest_input(model.config) or 512)
 
 
 def _run(model, tokenizer, features: Dict[str, np.ndarray], batch_size: int, probabilities: bool) -> np.ndarray:
@@ -82,7 +83,7 @@ def _run(model, tokenizer, features: Dict[str, np.ndarray], batch_size: int, pro
     import tensorflow as tf
 
     from mlm_tpu.encoder.models import model_inputs
-    from mlm_tpu.t5.prediction import batches
+    from mlm_tpu.training.prediction import batches
 
     width = min(features["input_ids"].shape[1], 8 * math.ceil(features["attention_mask"].sum(axis=1).max() / 8))
     inputs = {name: features[name][:, :width].astype(np.int32) for name in model_inputs(model.config, tokenizer)}
@@ -102,7 +103,7 @@ def classify_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str,
     from a regression model. `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default:
     load_pretrained; an adapter folder's plug-in loads its base with the delta)."""
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
 
     check_ranges(config)
     model, tokenizer, settings = load_classifier(config, "text-classification", load)
@@ -139,7 +140,7 @@ def tag_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str, obje
     from seqeval.metrics.sequence_labeling import get_entities
 
     from mlm_tpu.encoder.models import Labels
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
 
     check_ranges(config)
     model, tokenizer, settings = load_classifier(config, "token-classification", load)

@@ -62,8 +62,7 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained)."""
     from transformers import TFAutoModelForMaskedLM, pipeline
 
-    from mlm_tpu.mlm.presets import longest_input
-    from mlm_tpu.model_folder.loading import load_pretrained, model_type
+    from mlm_tpu.model_folder.loading import load_pretrained, longest_input, model_type
 
     check_ranges(config)
     if model_type(config.model) == "t5":
@@ -73,11 +72,12 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]
+    limit = longest_input(model.config)
     for number, text in enumerate(prepared, start=1):
         tokens = len(tokenizer(text)["input_ids"])
-        if tokens > longest_input(model.config):
+        if limit and tokens > limit:
             raise UserError(f"sentence {number} is {tokens:,} tokens long, and {config.model} reads at most "
-                            f"{longest_input(model.config):,}; shorten it (keep the words around the mask)")
+                            f"{limit:,}; shorten it (keep the words around the mask)")
     # dtype=None: without it transformers 4.57 reaches for torch, which is not installed (STACK.md).
     fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, framework="tf", dtype=None)
     return [predict(fill, text, min(config.top_k, len(tokenizer))) for text in prepared]

@@ -7,7 +7,7 @@ from transformers import RobertaConfig
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import load_config
-from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, align_positions_with_pytorch
+from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch
 from mlm_tpu.tokenizer.word_starts import family_of
 
 PRESETS = {  # hidden size, layers, attention heads, feed-forward size
@@ -17,14 +17,6 @@ PRESETS = {  # hidden size, layers, attention heads, feed-forward size
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
 }
 DEFAULT_PRESET = "base"
-
-
-def longest_input(config) -> int:
-    """The most tokens a masked LM reads at once: a RoBERTa-style model numbers its positions from pad_token_id + 1,
-    others (ELECTRA's generator) from 0."""
-    if config.model_type not in TF_POSITION_PADDING_IDX:
-        return config.max_position_embeddings
-    return config.max_position_embeddings - (config.pad_token_id or 0) - 1
 
 
 def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optional[str] = None):

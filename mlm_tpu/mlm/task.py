@@ -19,7 +19,8 @@ from mlm_tpu.mlm.masking import SPAN
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
-from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for, longest_input
+from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.shards.format import IGNORE_INDEX, MLM, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -95,9 +96,10 @@ class MaskedLmTask(Task):
         self._set_masking(config, tokenizer)
         log(f"Masking: {self.masking.describe()}")
         _check_mask_token(tokenizer, f"--model {config.model}")
-        if shards.length > longest_input(model.config):
+        limit = longest_input(model.config)
+        if limit and shards.length > limit:
             raise UserError(f"--eval-dataset holds {shards.length}-token examples, longer than {config.model} takes "
-                            f"({longest_input(model.config)} tokens); evaluate on shards made with a smaller "
+                            f"({limit} tokens); evaluate on shards made with a smaller "
                             "--max-length")
 
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
-from mlm_tpu.jsonfiles import read_json, write_json
-from mlm_tpu.output_dir import write_file
+from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import write_file, write_json
 
 LOSS_PLOT = "loss.png"
 FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an export can write it again (not pushed)
@@ -53,7 +53,7 @@ class DescribesItsModels(Protocol):
 class CardFacts:
     """What the card says; None where it is not known (a folder made elsewhere)."""
 
-    task: str  # the task's name, one word (mlm, span-corruption, classification, generation)
+    task: str  # the task's name, one word, as tasks.py names it (mlm, electra, span-corruption, ...)
     words: CardWords
     model_type: str
     architecture: str  # transformers' class name, without "TF"

@@ -22,7 +22,7 @@ from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import (FACTS_FILE, LOSS_PLOT, CardFacts, DescribesItsModels, recorded_card_facts,
                                       write_model_card)
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights
-from mlm_tpu.output_dir import CARD_PHRASE, check_output_dir, staged_output_dir
+from mlm_tpu.output_dir import BEST_RECORD, CARD_PHRASE, RUN_INFO_FILE, check_output_dir, staged_output_dir
 
 TF_WEIGHTS = ("tf_model.h5", "tf_model.h5.index.json")
 WEIGHTS = ("model*.safetensors", "model.safetensors.index.json")  # what save_pytorch_weights may write
@@ -119,7 +119,7 @@ def card_facts(folder: str, model, tokenizer, task: DescribesItsModels) -> CardF
     recorded = recorded_card_facts(folder)
     if recorded:
         return recorded
-    info_path, best_path = os.path.join(folder, "training_args.json"), os.path.join(folder, "best_model.json")
+    info_path, best_path = os.path.join(folder, RUN_INFO_FILE), os.path.join(folder, BEST_RECORD)
     info = read_json(info_path, "the run's settings", "or delete it") if os.path.isfile(info_path) else {}
     best = read_json(best_path, "the best-epoch record", "or delete it") if os.path.isfile(best_path) else {}
     run = info.get("run", info) if isinstance(info, dict) else {}  # mlm_tpu 0.2 kept these at the top level

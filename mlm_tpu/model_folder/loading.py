@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 # An ELECTRA run's folder (mlm_tpu/electra/folders.py): the discriminator, whose head tells replaced tokens from
@@ -34,6 +35,17 @@ def check_model_folder(name_or_path: str, flag: str) -> None:
             raise UserError(f"{flag} {name_or_path}: not a saved model (no config.json there); give the --output-dir "
                             "of `python train.py`, or any save_pretrained folder")
 
+
+
+def longest_input(config) -> Optional[int]:
+    """The most tokens a model reads at once: its learned positions, less those a RoBERTa-style TensorFlow model
+    never gives a token (it numbers positions from its padding index + 1, TF_POSITION_PADDING_IDX); None for a model
+    without learned positions (T5's relative attention takes any length)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if config.model_type == "t5" or not positions:
+        return None
+    padding_idx = TF_POSITION_PADDING_IDX.get(config.model_type)
+    return positions if padding_idx is None else positions - padding_idx - 1
 
 class SafetensorsWeights(Mapping):
     """A safetensors file as a mapping of names to arrays (what transformers' loader iterates over), read as it is

@@ -23,7 +23,6 @@ import numpy as np
 # model was trained with.
 TF_POSITION_PADDING_IDX = {"roberta": 1, "xlm-roberta": 1, "camembert": 1, "longformer": 1, "mpnet": 1,
                            "roberta-prelayernorm": 1}
-WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 MAX_SHARD_SIZE = "5GB"  # transformers 4's default for PyTorch checkpoints
 
@@ -63,7 +62,7 @@ def save_pytorch_weights(model, folder: str, max_shard_size: str = MAX_SHARD_SIZ
     from huggingface_hub import split_state_dict_into_shards_factory
     from safetensors.numpy import save_file
 
-    from mlm_tpu.jsonfiles import write_json
+    from mlm_tpu.output_dir import write_json
 
     state = pytorch_state_dict(model)
     split = split_state_dict_into_shards_factory(state, get_storage_size=lambda array: array.nbytes,

@@ -10,10 +10,9 @@ kept; a file of a name the save writes that mlm_tpu did not write is never repla
 import os
 from typing import Dict, Optional
 
-from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import FACTS_FILE, LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder.pytorch import save_pytorch_weights
-from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir
+from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir, write_json
 
 
 def check_training_output_dir(folder: str) -> None:

@@ -28,6 +28,7 @@ from mlm_tpu.corpus import Corpus
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.claim import Claim
 from mlm_tpu.shards.format import MANIFEST
+from mlm_tpu.shards.kinds import ShardKind
 from mlm_tpu.shards.packing import ExampleMaker
 from mlm_tpu.shards.writer import ShardWriter
 
@@ -142,20 +143,20 @@ class BeamJob:
                             "gs:// path (only a local runner, such as FnApiRunner, or --environment_type LOOPBACK runs "
                             "its workers here)")
 
-    def run(self, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter, claim: Claim) -> dict:
+    def run(self, kind: ShardKind, corpus: Corpus, maker: ExampleMaker, writer: ShardWriter, claim: Claim) -> dict:
         """Run the pipeline to its end; return the manifest it wrote."""
         beam = _beam()
         from mlm_tpu.shards.beam_pipeline import build_pipeline
-        from mlm_tpu.shards.sharding import example_description
 
         config = self.config
         parts = corpus.parts(config.text_part_bytes)
         writer.save_progress(None)  # a re-run after a failure starts again, with these settings only
         pipeline = beam.Pipeline(options=self.options)
         on_workers = dataclasses.replace(config, num_workers=config.num_workers or 1)  # runners run a process a core
-        build_pipeline(pipeline, on_workers, corpus, parts, writer.settings, type(maker), maker.units_per_example)
+        build_pipeline(pipeline, on_workers, kind, corpus, parts, writer.settings, type(maker),
+                       maker.units_per_example)
         log(f"Sharding {corpus.name()} ({len(parts)} part{'s' * (len(parts) != 1)}) into "
-            f"{example_description(config, maker)}, {config.shard_size} per shard, as an Apache Beam pipeline on "
+            f"{kind.describe(config, maker)}, {config.shard_size} per shard, as an Apache Beam pipeline on "
             f"{config.runner} -> {writer.storage.location()}")
         started = time.perf_counter()
         with _claim_kept_fresh(claim), _worker_output_hidden(self.local and not self.verbose), \
@@ -182,7 +183,7 @@ class BeamJob:
         manifest = writer.read_manifest()
         seconds = time.perf_counter() - started
         units = manifest.get("corpus_tokens", manifest["documents"])  # tokens, or text2text rows
-        log(f"Wrote {manifest['records']:,} {example_description(config, maker)} in {len(manifest['shards'])} shards "
+        log(f"Wrote {manifest['records']:,} {kind.describe(config, maker)} in {len(manifest['shards'])} shards "
             f"from {manifest['documents']:,} {'rows' if maker.unit_name == 'rows' else 'documents'} in "
             f"{seconds:.1f} s ({units / max(seconds, 1e-9):,.0f} {maker.unit_name}/s, Beam's start-up included). "
             f"Manifest: {writer.storage.location(MANIFEST)}")

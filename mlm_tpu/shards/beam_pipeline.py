@@ -30,6 +30,7 @@ import numpy as np
 
 from mlm_tpu.corpus import Corpus, CorpusPart
 from mlm_tpu.shards.compact import compact_columns, expand_columns
+from mlm_tpu.shards.kinds import ShardKind, example_maker
 from mlm_tpu.shards.storage import open_split_storage
 from mlm_tpu.shards.writer import ShardInfo, manifest_of, write_manifest, write_shard
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -58,15 +59,14 @@ def _length(columns: Dict[str, np.ndarray]) -> int:
 
 
 class _WithExampleMaker(beam.DoFn):
-    """A DoFn that needs the task's example maker; the tokenizer is loaded once per worker, never pickled."""
+    """A DoFn that needs the kind's example maker; the tokenizer is loaded once per worker, never pickled."""
 
-    def __init__(self, config, corpus: Corpus):
-        self.config, self.corpus = config, corpus  # a ShardingConfig and a Corpus: settings and file names only
+    def __init__(self, config, kind: ShardKind, corpus: Corpus):
+        # a ShardingConfig, a ShardKind and a Corpus: settings, a kind of split and file names only
+        self.config, self.kind, self.corpus = config, kind, corpus
 
     def setup(self) -> None:
-        from mlm_tpu.shards.sharding import example_maker
-
-        self.maker = example_maker(self.config, load_tokenizer(self.config.tokenizer, fast=True))
+        self.maker = example_maker(self.kind, self.config, load_tokenizer(self.config.tokenizer, fast=True))
         self.fresh = self.maker.snapshot()
 
 
@@ -142,8 +142,8 @@ class CutAtShards(beam.DoFn):
 class WriteShard(_WritingTheSplit):
     """(shard index, its pieces) -> (shard index, its manifest entry), once the shard is stored under its name."""
 
-    def __init__(self, config, corpus: Corpus, shard_units: int):
-        super().__init__(config, corpus)
+    def __init__(self, config, kind: ShardKind, corpus: Corpus, shard_units: int):
+        super().__init__(config, kind, corpus)
         self.shard_units = shard_units
 
     def process(self, grouped):
@@ -187,8 +187,8 @@ class MergeCounters(beam.CombineFn):
 class WriteManifest(_WritingTheSplit):
     """Once every shard is written: check them against the counters, then write the manifest (the split is done)."""
 
-    def __init__(self, config, corpus: Corpus, settings: dict):
-        super().__init__(config, corpus)
+    def __init__(self, config, kind: ShardKind, corpus: Corpus, settings: dict):
+        super().__init__(config, kind, corpus)
         self.settings = settings
 
     def process(self, _, entries: List[Tuple[int, dict]], counters: Optional[dict]):
@@ -213,23 +213,24 @@ class WriteManifest(_WritingTheSplit):
         yield len(shards)
 
 
-def build_pipeline(pipeline: beam.Pipeline, config, corpus: Corpus, parts: List[CorpusPart], settings: dict,
-                   maker_class: type, units_per_example: int) -> None:
+def build_pipeline(pipeline: beam.Pipeline, config, kind: ShardKind, corpus: Corpus, parts: List[CorpusPart],
+                   settings: dict, maker_class: type, units_per_example: int) -> None:
     """The sharding job's transforms, added to `pipeline`."""
     shard_units = config.shard_size * units_per_example
     indexed = (pipeline | "Corpus parts" >> beam.Create(list(enumerate(parts)))
                | "Spread the parts" >> beam.Reshuffle())
     document_counts = None
     if corpus.source.limit is not None:
-        document_counts = beam.pvalue.AsDict(indexed | "Count documents" >> beam.ParDo(CountDocuments(config, corpus)))
-    encoded = indexed | "Encode" >> beam.ParDo(EncodePart(config, corpus), document_counts=document_counts)
+        document_counts = beam.pvalue.AsDict(indexed | "Count documents"
+                                             >> beam.ParDo(CountDocuments(config, kind, corpus)))
+    encoded = indexed | "Encode" >> beam.ParDo(EncodePart(config, kind, corpus), document_counts=document_counts)
     offsets = (encoded | "Unit counts" >> beam.Map(lambda element: (element[0], element[1][0]["units"]))
                | "All unit counts" >> beam.combiners.ToList() | "Offsets" >> beam.Map(unit_offsets))
     counters = (encoded | "Counters" >> beam.Map(lambda element: element[1][0])
                 | "Merge counters" >> beam.CombineGlobally(MergeCounters(maker_class)))
     entries = (encoded | "Cut at shards" >> beam.ParDo(CutAtShards(shard_units), beam.pvalue.AsSingleton(offsets))
                | "Group by shard" >> beam.GroupByKey()
-               | "Write shards" >> beam.ParDo(WriteShard(config, corpus, shard_units)))
+               | "Write shards" >> beam.ParDo(WriteShard(config, kind, corpus, shard_units)))
     (pipeline | "Once" >> beam.Create([None])
-     | "Write manifest" >> beam.ParDo(WriteManifest(config, corpus, settings), beam.pvalue.AsList(entries),
+     | "Write manifest" >> beam.ParDo(WriteManifest(config, kind, corpus, settings), beam.pvalue.AsList(entries),
                                       beam.pvalue.AsSingleton(counters)))

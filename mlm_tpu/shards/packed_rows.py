@@ -18,7 +18,8 @@ from typing import Optional
 
 from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import write_json
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.pipeline import pipeline_window
 from mlm_tpu.shards.reading import ShardSet

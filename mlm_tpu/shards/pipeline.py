@@ -298,13 +298,6 @@ def next_per_replica(strategy: tf.distribute.Strategy, iterator):
     return strategy.experimental_distribute_values_from_function(lambda context: next(iterator))
 
 
-def distributed_training_dataset(strategy: tf.distribute.Strategy, shards: ShardSet, layout: BatchLayout,
-                                 make_transform: Callable[[int], Optional[Transform]], **settings):
-    """host_training_batches on each machine; `settings` are its keyword arguments (seed, window, ...)."""
-    return distributed_dataset(strategy, layout, lambda host: host_training_batches(
-        shards, layout, host, make_transform, **settings))
-
-
 def evaluation_batches(shards: ShardSet, batch_size: int, transform: Optional[Transform],
                        vocab_size: Optional[int] = None) -> tf.data.Dataset:
     """Every example once, in file order, the last batch filled with unscored rows; then unscored batches forever."""

@@ -8,14 +8,15 @@ prefix included); a long input keeps its first and last halves, as the sharder c
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.text2text import head_and_tail, padded_inputs
+from mlm_tpu.t5.text2text_rows import head_and_tail, padded_inputs
+from mlm_tpu.training.prediction import batches
 
 DEFAULT_MAX_NEW_TOKENS = 32
 
@@ -39,14 +40,6 @@ def encode_inputs(tokenizer, texts: Sequence[str], max_length: int) -> Dict[str,
     ids = [head_and_tail(row, max_length) for row in tokenizer(list(texts))["input_ids"]]
     width = min(max_length, 8 * math.ceil(max(map(len, ids)) / 8))
     return {name: rows.astype(np.int32) for name, rows in padded_inputs(ids, width, tokenizer.pad_token_id).items()}
-
-
-def batches(encoded: Dict[str, np.ndarray], batch_size: int) -> Iterator[Dict[str, np.ndarray]]:
-    """Fixed-shape batches (the last one filled up with copies of its first row), so XLA compiles once."""
-    for start in range(0, len(encoded["input_ids"]), batch_size):
-        batch = {name: rows[start:start + batch_size] for name, rows in encoded.items()}
-        missing = batch_size - len(batch["input_ids"])
-        yield {name: np.concatenate([rows, np.repeat(rows[:1], missing, axis=0)]) for name, rows in batch.items()}
 
 
 def classify(model, encoded, batch_size: int, labels) -> List[Dict[str, float]]:

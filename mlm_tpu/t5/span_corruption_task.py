@@ -17,9 +17,9 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.shards.format import SPAN_CORRUPTION, features_of
 from mlm_tpu.shards.reading import ShardSet
+from mlm_tpu.shards.span_lengths import SpanLengths, lengths_at
+from mlm_tpu.t5.shard_kinds import check_sentinels
 from mlm_tpu.t5.span_corruption import SpanCorrupter
-from mlm_tpu.shards.span_lengths import (SpanLengths, TooFewSentinels, first_sentinel_id, lengths_at,
-                                         longest_inputs_within)
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
@@ -72,19 +72,9 @@ class SpanCorruptionTask(Task):
 
     def _set_lengths(self, tokenizer, shards: ShardSet, flag: str) -> None:
         lengths = self.lengths = recorded_lengths(shards, flag)
-        try:
-            first_sentinel_id(tokenizer, lengths)
-        except TooFewSentinels as error:
-            if not error.have:
-                raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
-            longest = longest_inputs_within(error.have, lengths.noise_density, lengths.mean_noise_span_length)
-            raise UserError(f"{flag}: {error}; re-shard with fewer spans (`python -m mlm_tpu.shard --task "
-                            f"span-corruption`): a --max-length of at most {longest} (these rows make "
-                            f"{lengths.input_length}-token inputs), a lower --noise-density (not "
-                            f"{lengths.noise_density}) or a longer --mean-noise-span-length (not "
-                            f"{lengths.mean_noise_span_length})") from None
-        except ValueError as error:
-            raise UserError(f"{flag}: {error}; use the T5 tokenizer the shards were made with") from None
+        check_sentinels(tokenizer, lengths, flag, "use the T5 tokenizer the shards were made with",
+                        "re-shard with fewer spans (`python -m mlm_tpu.shard --task span-corruption`)",
+                        f"these rows make {lengths.input_length}-token inputs")
 
     def build_model(self, config, tokenizer, train: ShardSet):
         lengths = self.lengths

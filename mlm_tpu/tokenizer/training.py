@@ -18,7 +18,6 @@ from typing import Iterator, List, Optional
 import tokenizers
 import transformers
 
-import mlm_tpu
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.console import log, progress
 from mlm_tpu.corpus import Corpus, CorpusSource
@@ -30,6 +29,7 @@ from mlm_tpu.tokenizer.families import DEFAULT_ALGORITHM, FAMILIES, TEMPLATE_NAM
 from mlm_tpu.tokenizer.sample import reservoir_sample
 from mlm_tpu.tokenizer.templates import (DEFAULT_VOCAB_SIZE, NORMALIZATIONS, Options, Template,
                                          as_transformers_tokenizer, check_room)
+from mlm_tpu.version import __version__
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
 MAX_VOCAB_SIZE = 2**20  # above the largest vocabularies in use (256 K); the trainer's memory grows with it
@@ -125,7 +125,7 @@ def _training_info(config: TokenizerTrainingConfig, corpus: Corpus, trained_on: 
         "vocab_size": vocab_size,
         "model_max_length": config.model_max_length,
         "seconds": round(seconds, 2),
-        "versions": {"mlm_tpu": mlm_tpu.__version__, "tokenizers": tokenizers.__version__,
+        "versions": {"mlm_tpu": __version__, "tokenizers": tokenizers.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
     }
 

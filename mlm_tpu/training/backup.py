@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.jsonfiles import read_json, write_json
+from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import write_json
 
 CHECKPOINT_NAME = "step"
 STATE_FILE = re.compile(rf"{CHECKPOINT_NAME}-(\d+)\.json$")

@@ -22,6 +22,7 @@ from typing import Optional
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.output_dir import RUN_INFO_FILE
 from mlm_tpu.shards.layout import BatchLayout, default_input_pipelines
 
 STATE_KEY = "input_pipelines"  # the V a backup was written with, in its loop state
@@ -53,7 +54,7 @@ def choose_layout(given: Optional[int], backup_state: Optional[dict], output_dir
 
 def _order_of_old_backup(output_dir: str, hosts: int, replicas: int) -> int:
     """V = 1 for a backup written by one replica before V existed, resumed by one replica; else one line."""
-    info_path = os.path.join(output_dir, "training_args.json")
+    info_path = os.path.join(output_dir, RUN_INFO_FILE)
     info = read_json(info_path, "the run's settings", "delete it to start over") if os.path.isfile(info_path) else {}
     written_by = (info.get("run") or {}).get("replicas") if isinstance(info, dict) else None
     if written_by == 1 and hosts == 1 and replicas == 1:

@@ -3,8 +3,9 @@
 
 Every replica runs a step function on its batches (the evaluation pipeline fills the last batch
 with unscored rows, so every example counts exactly once and shapes stay fixed); only small
-results leave the device: sums of loss, tokens and hits (masked LM, span corruption), or one
-class id or a few generated tokens per example (T5 text-to-text), which the host then scores.
+results leave the device: sums of loss, tokens and hits (masked LM, ELECTRA, span corruption), or
+class ids (one per example or per token: T5 classification, the encoder's tasks) or a few generated
+tokens per example (T5 generation), which the host then scores.
 """
 
 import math

@@ -14,11 +14,10 @@ from typing import List, Tuple
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import LOSS_PLOT
-from mlm_tpu.output_dir import check_output_dir, write_file
+from mlm_tpu.output_dir import RUN_INFO_FILE, check_output_dir, write_file
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, events_files, read_scalars
 
 Curve = List[Tuple[int, float]]
-RUN_INFO_FILE = "training_args.json"
 
 
 def loss_curves(run_dir: str) -> Tuple[Curve, Curve]:

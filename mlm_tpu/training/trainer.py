@@ -26,15 +26,15 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-import mlm_tpu
+import mlm_tpu.version  # mlm_tpu.__version__ without the front door's API
 from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, to_dict
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.errors import UserError, reason_of
-from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
 from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
+from mlm_tpu.output_dir import BEST_RECORD, RUN_INFO_FILE, write_json
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
                                     host_mixture_batches, members_of)
@@ -56,8 +56,6 @@ from mlm_tpu.training.run_settings import check_resumed_settings, result_setting
 from mlm_tpu.training.task import TARGETS_LEFT_OUT, Task, check_base_vocabulary
 from mlm_tpu.training.throughput import Throughput, find_peak
 
-RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --config) and what it computed
-BEST_RECORD = "best_model.json"
 CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
 CLAIM_REFRESH_SECONDS = 60
 

@@ -8,18 +8,15 @@ padding takes no loss. Distinct targets are counted, up to a bound, so classific
 knows its classes from the manifest.
 """
 
-from collections import Counter
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
 from mlm_tpu.corpus import Record
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.packing import BatchTokenizer, ExampleMaker, Features
-
-MAX_COUNTED_TARGETS = 1000  # beyond this many distinct targets the task is generation, not classification
-
+from mlm_tpu.shards.packing import BatchTokenizer, Features
+from mlm_tpu.shards.rows import MAX_COUNTED_TARGETS, RowExamples
 
 def head_and_tail(ids: Sequence[int], length: int) -> Sequence[int]:
     """`ids` if they fit in `length`, else their first ceil(length/2) and last floor(length/2) tokens."""
@@ -49,47 +46,6 @@ def padded_inputs(sequences: List[Sequence[int]], length: int, pad_id: int) -> F
     real = np.array([len(sequence) for sequence in sequences])
     return {"input_ids": padded_rows(sequences, length, pad_id),
             "attention_mask": (np.arange(length)[None, :] < real[:, None]).astype(np.int64)}
-
-
-def merged_target_counts(counts: Optional[Dict[str, int]], more: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
-    """Two counts of distinct targets as one, or None (too many to count) once they exceed MAX_COUNTED_TARGETS."""
-    if counts is None or more is None:
-        return None
-    merged = Counter(counts)
-    merged.update(more)
-    return dict(sorted(merged.items())) if len(merged) <= MAX_COUNTED_TARGETS else None
-
-
-class RowExamples(ExampleMaker):
-    """One example per corpus row (text-to-text, and labelled examples for encoders): the rows are the units, a
-    batch's encoding is its examples, and the distinct values of `counted` (targets, labels) are counted."""
-
-    unit_name = "rows"
-    units_per_example = 1
-    counted: str  # the counter of distinct values: a dict, value -> rows (None beyond MAX_COUNTED_TARGETS)
-
-    def __init__(self):
-        super().__init__()
-        self.counters[self.counted] = {}
-
-    def count_values(self, values: Sequence[str]) -> None:
-        self.counters[self.counted] = merged_target_counts(self.counters[self.counted], Counter(values))
-
-    @classmethod
-    def merged_counters(cls, counters: Dict[str, object], more: Dict[str, object]) -> Dict[str, object]:
-        numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
-                                                if key != cls.counted}, more)
-        return {**numbers, cls.counted: merged_target_counts(counters[cls.counted], more[cls.counted])}
-
-    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
-        cut = min(count, len(piece["input_ids"]))
-        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
-
-    def examples(self, piece: Features) -> Features:
-        return piece
-
-    def whole_examples(self, units: Features) -> Features:
-        return units
 
 
 class Text2TextExamples(RowExamples):

@@ -26,7 +26,7 @@ from mlm_tpu.corpus import Corpus, Record
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX, REGRESSION, SEQUENCE_CLASSIFICATION
 from mlm_tpu.shards.packing import BatchTokenizer, Features
-from mlm_tpu.shards.text2text import RowExamples
+from mlm_tpu.shards.rows import RowExamples
 
 CLASSIFICATION = "single_label_classification"  # transformers' problem_type of one class per example
 PROBLEM_TYPES = (CLASSIFICATION, REGRESSION)
