@@ -33,26 +33,13 @@ from typing import Dict, Optional, Tuple
 from mlm_tpu.configuration import joined_dataclass, refuse_others_settings
 from mlm_tpu.delta import METHOD_SETTINGS
 from mlm_tpu.electra.settings import ElectraSettings
+from mlm_tpu.encoder.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 from mlm_tpu.encoder.settings import EncoderSettings
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.settings import MaskedLmSettings
 from mlm_tpu.t5.settings import ClassificationSettings, GenerationSettings, SpanCorruptionSettings
 from mlm_tpu.training.config import TrunkConfig
-
-
-@dataclass(frozen=True)
-class Head:
-    """A task's head, declared once: what its saved models are, which 🤗 pipeline runs them, and PEFT's task type of
-    their adapters (which save the new head whole beside the delta)."""
-
-    class_name: str  # transformers' TF class ("TFAutoModelForSequenceClassification"); its name ends the saved one's
-    pipeline_tag: Optional[str] = None  # the pipeline, and the `predict` command, that runs its models
-    peft_task_type: Optional[str] = None  # PEFT's task_type ("SEQ_CLS")
-
-    @property
-    def suffix(self) -> str:
-        """How the architecture of a saved model with this head ends (RobertaForSequenceClassification)."""
-        return self.class_name.removeprefix("TF").removeprefix("AutoModel")
+from mlm_tpu.training.task import Head
 
 
 @dataclass(frozen=True)
@@ -78,10 +65,10 @@ TASKS_DECLARED: Dict[str, TaskDeclaration] = {
     "generation": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), GenerationSettings, "text2text"),
     "sequence-classification": TaskDeclaration(
         ("mlm_tpu.encoder.task", "SequenceClassificationTask"), EncoderSettings, "sequence-classification",
-        Head("TFAutoModelForSequenceClassification", "text-classification", "SEQ_CLS")),
+        SEQUENCE_CLASSIFICATION),
     "token-classification": TaskDeclaration(
         ("mlm_tpu.encoder.task", "TokenClassificationTask"), EncoderSettings, "token-classification",
-        Head("TFAutoModelForTokenClassification", "token-classification", "TOKEN_CLS")),
+        TOKEN_CLASSIFICATION),
 }
 TASKS = tuple(TASKS_DECLARED)
 TASK_SETTINGS = {name: declared.settings for name, declared in TASKS_DECLARED.items()}  # task -> its settings class
@@ -98,8 +85,6 @@ T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCOD
 HEADS = {declared.head.suffix: name for name, declared in TASKS_DECLARED.items() if declared.head}
 PIPELINES = {declared.head.pipeline_tag: name for name, declared in TASKS_DECLARED.items()
              if declared.head and declared.head.pipeline_tag}
-PEFT_TASK_TYPES = {declared.head.suffix: declared.head.peft_task_type for declared in TASKS_DECLARED.values()
-                   if declared.head and declared.head.peft_task_type}  # PEFT's task type of a head's adapters
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:

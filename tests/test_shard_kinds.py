@@ -12,7 +12,7 @@ from mlm_tpu.shards.config import ShardingConfig
 from mlm_tpu.shards.kinds import ShardKind, ShardKinds
 from mlm_tpu.shards.packing import PackedExamples
 from mlm_tpu.shards.sharding import check_config, shard_corpus
-from mlm_tpu.tasks import PLUG_INS, SHARD_KINDS, make_task, shard_kinds
+from mlm_tpu.tasks import SHARD_KINDS, TASKS, make_task, shard_kinds
 
 
 class TwoChoices(PackedExamples):
@@ -88,4 +88,4 @@ def test_every_task_and_every_shard_command_choice_has_a_kind():
     assert [kinds.of(argparse.Namespace(task=choice)).name for choice in choices] == [
         "mlm", "text2text", "text2text", "text2text", "span-corruption", "sequence-classification",
         "token-classification"]
-    assert {make_task(name).shard_kind for name in PLUG_INS} == set(SHARD_KINDS) == set(kinds.kinds)
+    assert {make_task(name).shard_kind for name in TASKS} == set(SHARD_KINDS) == set(kinds.kinds)

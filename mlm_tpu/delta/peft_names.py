@@ -1,9 +1,9 @@
 """What PEFT calls things: the prefix of every key it saves, and the task_type a model's adapter needs (a head's: as
-its task declares it, mlm_tpu/tasks.py)."""
+its task declares it, mlm_tpu/encoder/heads.py)."""
 
 from typing import Optional
 
-from mlm_tpu.tasks import PEFT_TASK_TYPES
+from mlm_tpu.encoder.heads import HEADS
 
 PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transformers model
 
@@ -11,7 +11,7 @@ PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transform
 def head_task_type(class_name: str) -> Optional[str]:
     """PEFT's task type of a classifier class (TFAutoModelForSequenceClassification, TFBertForTokenClassification):
     the types whose PeftModel saves the new head whole beside the delta; None for other classes."""
-    return next((task_type for suffix, task_type in PEFT_TASK_TYPES.items() if class_name.endswith(suffix)), None)
+    return next((head.peft_task_type for head in HEADS.values() if class_name.endswith(head.suffix)), None)
 
 
 def task_type(model, method: str) -> Optional[str]:

@@ -42,15 +42,15 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
     from mlm_tpu.encoder.models import saved_config
     from mlm_tpu.model_folder.loading import load_pretrained
     from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, task_settings
-    from mlm_tpu.tasks import PIPELINES, TASKS_DECLARED
+    from mlm_tpu.encoder.heads import HEADS, PIPELINES
 
     task = PIPELINES[pipeline]
-    suffix = TASKS_DECLARED[task].head.suffix
+    suffix = HEADS[task].suffix
 
     def check(architecture: str) -> None:
         if not architecture.endswith(suffix):
             other = next((name for name, of in PIPELINES.items()
-                          if architecture.endswith(TASKS_DECLARED[of].head.suffix)), None)
+                          if architecture.endswith(HEADS[of].suffix)), None)
             fix = (f"run it with `predict {other}`" if other else
                    f"train one with `python train.py --task {task} --model-name-or-path {config.model} ...`")
             raise UserError(f"--model {config.model} is a {architecture}, not a {task.replace('-', ' ')} model; {fix}")
@@ -58,7 +58,7 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
     saved = saved_config(config.model, "--model") if load is None else None  # (an adapter: checked once loaded)
     if saved:
         check((saved.architectures or [saved.model_type])[0])
-    head = getattr(transformers, TASKS_DECLARED[task].head.class_name)
+    head = getattr(transformers, HEADS[task].class_name)
     model, tokenizer = (load or load_pretrained)(config.model, head)
     check(type(model).__name__.removeprefix("TF"))
     return model, tokenizer, task_settings(model.config, ENCODER_PARAMS) or {}

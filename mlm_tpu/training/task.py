@@ -31,6 +31,21 @@ TARGETS_LEFT_OUT = "targets_left_out"
 MASKING_SETTINGS = tuple(field.name for field in dataclasses.fields(MaskingSettings))
 
 
+@dataclass(frozen=True)
+class Head:
+    """A task's head, declared once: what its saved models are, which 🤗 pipeline runs them, and PEFT's task type of
+    their adapters (which save the new head whole beside the delta)."""
+
+    class_name: str  # transformers' TF class ("TFAutoModelForSequenceClassification"); its name ends the saved one's
+    pipeline_tag: Optional[str] = None  # the pipeline, and the `predict` command, that runs its models
+    peft_task_type: Optional[str] = None  # PEFT's task_type ("SEQ_CLS")
+
+    @property
+    def suffix(self) -> str:
+        """How the architecture of a saved model with this head ends (RobertaForSequenceClassification)."""
+        return self.class_name.removeprefix("TF").removeprefix("AutoModel")
+
+
 def refuse_masking(config, what: str) -> None:
     """An evaluation (or inspection) of what is not a masked LM (`what`: "runs/x is a T5 model") refuses the masking
     flags."""
