@@ -26,7 +26,7 @@ from mlm_tpu.mlm.presets import PRESETS
 from mlm_tpu.t5.presets import PRESETS as T5_PRESETS
 from mlm_tpu.tasks import TASKS, task_from_head
 from mlm_tpu.training.config import MAX_SEED, OPTIMIZERS, SCHEDULES, TrainingConfig
-from mlm_tpu.training.multi_worker import check_cluster
+from mlm_tpu.training.cluster import check_cluster
 
 FLAGS = ConfigFlags(TrainingConfig)
 RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting
