@@ -9,24 +9,22 @@ worker sees (a shared file system).
 What can go wrong is one line each: a worker that cannot see the chief's output folder, or the backup
 it resumes from; a worker that fails (its own error line; the others stop at once, quoting it) or dies
 mid-run (the others learn it from the coordination service's heartbeat within ~10 s and stop). SIGTERM
-(what a preempted VM gets) to any worker makes every worker save a backup at the same step and stop
-(stops.py).
+(what a preempted VM gets) to any worker makes every worker save a backup at the same step and stop:
+stops.py.
 """
 import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
 from mlm_tpu.console import log
-from mlm_tpu.errors import Stopped, UserError
+from mlm_tpu.errors import UserError
 from mlm_tpu.training.cluster import TF_CONFIG, Cluster, read_cluster
 
 KEY_TIMEOUT_MS = 300_000  # how long a worker waits for the chief at the start (after the cluster formed)
@@ -248,51 +246,6 @@ def worker_of(strategy) -> Worker:
                                                    "task": {"type": resolver.task_type,
                                                             "index": resolver.task_id}})})
     return Worker(cluster)
-
-
-class StopRequests:
-    """SIGTERM (and, with several workers, SIGINT) asks the run to stop at the next step it can: every worker
-    learns of it at the same step (a one-number all-reduce after each execution), saves a backup there and stops."""
-
-    def __init__(self, strategy, worker: Worker):
-        import tensorflow as tf
-
-        self.signal_name: Optional[str] = None
-        self.worker = worker
-        signals = [signal.SIGTERM] + ([signal.SIGINT] if worker.cluster else [])
-        self.previous = {}  # the handlers to put back (signals reach only the main thread's handlers)
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {number: signal.signal(number, self._on_signal) for number in signals}
-
-        @tf.function
-        def anyone(asked):
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(asked)), axis=None)
-
-        self._anyone = anyone
-
-    def __enter__(self) -> "StopRequests":
-        return self
-
-    def __exit__(self, *exception) -> None:
-        for number, handler in self.previous.items():
-            signal.signal(number, handler)
-
-    def _on_signal(self, number, frame) -> None:
-        self.signal_name = signal.Signals(number).name
-        log(f"{self.signal_name} received: stopping after this step, with a backup")
-
-    def agreed(self) -> bool:
-        """Whether any worker was asked to stop (all workers call this at the same steps)."""
-        import tensorflow as tf
-
-        if self.worker.cluster is None:
-            return self.signal_name is not None
-        return bool(self._anyone(tf.constant(self.signal_name is not None, tf.int32)).numpy())
-
-    def stop(self, step: int) -> None:
-        why = f"{self.signal_name} on {self.worker.name}" if self.signal_name else "another worker was sent a signal"
-        raise Stopped(f"stopped at step {step} ({why}); the backup is written: run the same command again to "
-                      "continue")
 
 
 @contextlib.contextmanager

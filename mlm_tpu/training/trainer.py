@@ -49,7 +49,8 @@ from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES, choose_layout
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
-from mlm_tpu.training.multi_worker import StopRequests, cluster_errors, worker_of
+from mlm_tpu.training.multi_worker import cluster_errors, worker_of
+from mlm_tpu.training.stops import StopRequests
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
 from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
