@@ -7,11 +7,12 @@ command and the strategy all-reduces gradients over all of them (multi_worker.py
 
 What can go wrong here is one line each: a malformed TF_CONFIG; a port already in use; a worker that
 never starts (the strategy's constructor would wait for it forever: here the wait is bounded and the
-missing worker named).
+missing worker named); a worker that failed or stopped answering mid-run, named in the others' error.
 """
 
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -24,6 +25,9 @@ TF_CONFIG = "TF_CONFIG"
 COMMUNICATIONS = ("auto", "ring", "nccl")
 JOBS = ("chief", "worker")  # in TensorFlow's order of ids: the chief (if any) is worker 0
 EXAMPLE = '{"cluster": {"worker": ["host0:port", "host1:port"]}, "task": {"type": "worker", "index": 0}}'
+FAILED = "mlm_tpu worker failed: "  # what a worker's error, passed on by the coordination service, starts with
+REPORTED = re.compile(r"Error reported from /job:(\w+)/(?:replica:\d+/)?task:(\d+): " + re.escape(FAILED) + "(.*)")
+TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -175,3 +179,22 @@ def _cluster_did_not_form(cluster: Cluster, seconds: float) -> str:
     return (f"the cluster did not form within {seconds:g} s although every worker answers at its address; check "
             "that all of them run train.py with the same TF_CONFIG cluster")
 
+
+def why_others_stop(cluster: Cluster, message: str, backup_folder: str) -> str:
+    """What to tell the user when a step of this worker failed because of another (TensorFlow's `message`)."""
+    from mlm_tpu.training.backup import backup_steps
+
+    this = cluster.name(cluster.index)
+    reported = REPORTED.search(message)
+    if reported:
+        who = cluster.index_of(reported.group(1), int(reported.group(2)))
+        return (f"{cluster.name(who) if who is not None else 'another worker'} failed, so {this} stops too: "
+                f"{reported.group(3)}")
+    named = [cluster.index_of(job, int(task)) for job, task in TASK.findall(message)]
+    others = [index for index in named if index is not None and index != cluster.index]
+    who = cluster.name(others[0]) if others else "another worker"
+    steps = backup_steps(backup_folder)
+    then = (f"the run resumes from its backup of step {steps[0]} in {backup_folder}" if steps else
+            "no backup was written yet, so the run starts over")
+    return (f"{who} stopped answering (killed, crashed or cut off), so {this} stops too; start every worker "
+            f"again with the same command: {then}")

@@ -25,15 +25,12 @@ from typing import Any, Iterator, Optional
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.training.cluster import TF_CONFIG, Cluster, read_cluster
+from mlm_tpu.training.cluster import FAILED, TF_CONFIG, Cluster, read_cluster, why_others_stop
 
 KEY_TIMEOUT_MS = 300_000  # how long a worker waits for the chief at the start (after the cluster formed)
 # how long a worker waits to see the backup the chief resumes from: a shared file system's cached metadata (NFS's
 # attribute cache, gcsfuse's stat cache: a minute by default) may show it an older view of the folder for a while
 BACKUP_WAIT_SECONDS = 120.0
-FAILED = "mlm_tpu worker failed: "  # what a worker's error, passed on by the coordination service, starts with
-REPORTED = re.compile(r"Error reported from /job:(\w+)/(?:replica:\d+/)?task:(\d+): " + re.escape(FAILED) + "(.*)")
-TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
 SCRATCH = "mlm-tpu-worker-"  # + index - pid - random: a non-chief's temporary folder
 
 
@@ -141,25 +138,6 @@ class Worker:
         except (tf.errors.OpError, ValueError):  # the service is gone (its chief stopped): they will hear anyway
             pass
 
-    def why_others_stop(self, message: str, backup_folder: str) -> str:
-        """What to tell the user when a step failed because of another worker (TensorFlow's `message`)."""
-        from mlm_tpu.training.backup import backup_steps
-
-        cluster = self.cluster
-        reported = REPORTED.search(message)
-        if reported:
-            who = cluster.index_of(reported.group(1), int(reported.group(2)))
-            return (f"{cluster.name(who) if who is not None else 'another worker'} failed, so {self.name} stops too: "
-                    f"{reported.group(3)}")
-        named = [cluster.index_of(job, int(task)) for job, task in TASK.findall(message)]
-        others = [index for index in named if index is not None and index != cluster.index]
-        who = cluster.name(others[0]) if others else "another worker"
-        steps = backup_steps(backup_folder)
-        then = (f"the run resumes from its backup of step {steps[0]} in {backup_folder}" if steps else
-                "no backup was written yet, so the run starts over")
-        return (f"{who} stopped answering (killed, crashed or cut off), so {self.name} stops too; start every worker "
-                f"again with the same command: {then}")
-
     def clean_up(self) -> None:
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -263,6 +241,6 @@ def cluster_errors(worker: Worker, backup_folder: str) -> Iterator[None]:
             tf.errors.DeadlineExceededError) as error:
         if worker.cluster is None:
             raise
-        raise UserError(worker.why_others_stop(error.message, backup_folder)) from None
+        raise UserError(why_others_stop(worker.cluster, error.message, backup_folder)) from None
     finally:
         worker.clean_up()
