@@ -36,19 +36,16 @@ from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
 from mlm_tpu.model_folder.loading import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.mixture import (MemberCounts, Mixture, fewest_shards, find_training_mixture,
-                                    host_mixture_batches, members_of)
-from mlm_tpu.shards.packed_rows import packed_rows, steps_of
-from mlm_tpu.shards.pipeline import (distributed_dataset, host_training_batches, input_hosts, next_per_replica,
-                                     reading_errors, steps_per_epoch)
-from mlm_tpu.shards.reading import ShardSet, check_tokenizer, find_shards
+from mlm_tpu.shards.mixture import Mixture, members_of
+from mlm_tpu.shards.pipeline import distributed_dataset, input_hosts, next_per_replica, reading_errors
+from mlm_tpu.shards.reading import ShardSet, check_tokenizer
 from mlm_tpu.shards.storage import LocalStorage
-from mlm_tpu.shards.text2text_packing import host_packed_batches
 from mlm_tpu.training.backup import Backup, BackupRecord
 from mlm_tpu.training.config import TrainingConfig
-from mlm_tpu.training.data_order import SHARES, choose_layout
+from mlm_tpu.training.data_order import SHARES
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
+from mlm_tpu.training.input import Plan, find_training_shards, member_counts, plan_input, training_input
 from mlm_tpu.training.multi_worker import cluster_errors, worker_of
 from mlm_tpu.training.stops import StopRequests
 from mlm_tpu.training.optimizers import create_state, describe_optimizer, make_optimizer, with_schedule_defaults
@@ -61,14 +58,6 @@ RUN_INFO_FILE = "training_args.json"  # the run's config (replayable with --conf
 BEST_RECORD = "best_model.json"
 CLAIM_RECORD = ".writer.json"  # which process trains into the output folder (mlm_tpu/claim.py)
 CLAIM_REFRESH_SECONDS = 60
-
-
-@dataclass
-class Plan:
-    global_batch_size: int
-    steps_per_epoch: int
-    epochs: int
-    total_steps: int
 
 
 @dataclass
@@ -131,46 +120,6 @@ def make_output_dir(path: str) -> None:
         raise UserError(f"cannot create --output-dir {path}: {error.strerror or error}") from None
     if not os.access(path, os.W_OK):
         raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
-
-
-def find_training_shards(config: TrainingConfig, task: Task):
-    features = task.features(config.max_length, config.max_target_length)
-    train = find_training_mixture(config, [find_shards(name, task.shard_kind, features, "--train-dataset")
-                                           for name in config.train_datasets])
-    if not config.eval_dataset:
-        return train, None
-    evaluation = find_shards(config.eval_dataset, task.shard_kind, features, "--eval-dataset")
-    if evaluation.features != train.features:
-        raise UserError(f"--eval-dataset holds examples of other lengths ({evaluation.features}) than --train-dataset "
-                        f"({train.features}); shard both with the same --max-length")
-    return train, evaluation
-
-
-def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, packing: Optional[dict] = None) -> Plan:
-    """Steps per epoch (every replica gets a whole batch), epochs and total steps; `packing`: --pack's count of
-    packed rows (packed_rows.py)."""
-    global_batch_size = layout.global_batch_size
-    per_epoch = steps_of(packing, layout) if config.pack else steps_per_epoch(shards, layout)
-    if per_epoch == 0:
-        raise UserError(f"--train-dataset has {shards.records} examples, fewer than one global batch of "
-                        f"{global_batch_size}; lower --per-replica-batch-size or shard more text")
-    total = config.max_steps or per_epoch * config.num_epochs
-    per_epoch = min(per_epoch, total)
-    return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
-
-
-def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
-                   steps_per_epoch: int, member_counts: Optional[MemberCounts] = None, **settings):
-    """host -> that machine's input pipeline: a mixture's (each member started where `member_counts` says), packed
-    rows (--pack) or the examples as they are; `settings` are the keyword arguments they share (seed, window,
-    start_step, vocab_size)."""
-    if isinstance(shards, Mixture):
-        return lambda host: host_mixture_batches(shards, layout, host, make_transform, taken=member_counts.taken,
-                                                 **settings)
-    if config.pack:
-        return lambda host: host_packed_batches(shards, layout, host, steps_per_epoch=steps_per_epoch, **settings)
-    return lambda host: host_training_batches(shards, layout, host, make_transform, steps_per_epoch=steps_per_epoch,
-                                              **settings)
 
 
 def build_model_and_optimizer(config: TrainingConfig, task: Task, tokenizer, shards: ShardSet, plan: Plan):
@@ -272,15 +221,8 @@ class Trainer:
         record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
         global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
         changes = self._resumed_changes(record, global_batch_size) if record else []
-        layout = choose_layout(config.input_pipelines, record.loop if record else None, config.output_dir,
-                               fewest_shards(self.train_shards), global_batch_size, input_hosts(strategy),
-                               strategy.num_replicas_in_sync)
+        layout, self.packing, plan = plan_input(config, self.train_shards, strategy, record)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
-        self.packing = None  # --pack's count of packed rows: the backup's, cached, or counted now
-        if config.pack:
-            self.packing = packed_rows(self.train_shards, layout, seed=config.seed, window=config.shuffle_buffer_size,
-                                       recorded=record.loop.get("packed_rows") if record else None)
-        plan = plan_steps(config, self.train_shards, layout, self.packing)
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, self.train_shards, plan)
             dropout_keys = key_dropout_by_step(model, config.seed, layout)
@@ -322,7 +264,7 @@ class Trainer:
                 backup.restore(record)
         step, state = (record.step, LoopState(**record.loop)) if record else (0, LoopState())
         state.input_pipelines, state.pipeline_shares, state.packed_rows = layout.input_pipelines, SHARES, self.packing
-        self.member_counts = self._member_counts(layout, step, state)
+        self.member_counts = member_counts(config, self.train_shards, layout, step, state.mixture_taken)
         self.run_info = self._run_info(plan, strategy, changes)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
@@ -354,20 +296,6 @@ class Trainer:
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
         log(f"Done: loss {first:.3f} -> {last:.3f}; model and tokenizer in {config.output_dir}")
         return TrainingResult(config.output_dir, plan.total_steps, state.epochs, state.best)
-
-    def _member_counts(self, layout: BatchLayout, step: int, state: LoopState) -> Optional[MemberCounts]:
-        """A mixture's counts of what each member gave before `step`: the backup's, else (a backup of mlm_tpu 0.4.0,
-        which kept none) counted over every step before it, once."""
-        if not isinstance(self.train_shards, Mixture):
-            return None
-        taken, why = state.mixture_taken, "mlm_tpu 0.4.0 kept no count"
-        if taken is not None and np.shape(taken) != (layout.input_pipelines, len(self.train_shards.members)):
-            taken, why = None, "it counted other members"  # --allow-changed-settings: counted as this mixture draws
-        if step and taken is None:
-            log(f"The backup does not say how many examples each mixture member gave ({why}): counting them over its "
-                f"{step:,} steps, once")
-        return MemberCounts(self.train_shards.rates, layout.global_batch_size, self.config.seed,
-                            layout.input_pipelines, step, taken)
 
     def _hub_pusher(self):
         if not self.config.hub_model_id:
