@@ -94,7 +94,7 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_co
 
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.training.dropout import key_dropout_by_step
-    from mlm_tpu.training.trainer import make_train_steps
+    from mlm_tpu.training.step import make_train_steps
 
     strategy = tf.distribute.get_strategy()
     layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)
