@@ -28,30 +28,28 @@ import tf_keras as keras
 
 import mlm_tpu
 from mlm_tpu.claim import claimed
-from mlm_tpu.configuration import check_ranges, to_dict
+from mlm_tpu.configuration import to_dict
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import write_json
 from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
-from mlm_tpu.model_folder.loading import read_model_config
-from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.layout import BatchLayout
-from mlm_tpu.shards.mixture import Mixture, members_of
+from mlm_tpu.shards.mixture import Mixture
 from mlm_tpu.shards.pipeline import distributed_dataset, input_hosts, reading_errors
-from mlm_tpu.shards.reading import check_tokenizer
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.training.backup import Backup, BackupRecord
+from mlm_tpu.training.checks import check_config, check_output_folder, check_tokenizers, make_output_dir
 from mlm_tpu.training.config import TrainingConfig
 from mlm_tpu.training.data_order import SHARES
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
 from mlm_tpu.training.input import Plan, find_training_shards, member_counts, plan_input, training_input
 from mlm_tpu.training.multi_worker import cluster_errors, worker_of
-from mlm_tpu.training.step import build_model_and_optimizer, make_train_steps
-from mlm_tpu.training.stops import StopRequests
 from mlm_tpu.training.optimizers import with_schedule_defaults
 from mlm_tpu.training.run_logs import LOSS, TRAIN, VALIDATION, RunLogs
-from mlm_tpu.training.run_settings import check_resumed_settings, result_settings
+from mlm_tpu.training.run_settings import result_settings, resumed_changes
+from mlm_tpu.training.step import build_model_and_optimizer, make_train_steps
+from mlm_tpu.training.stops import StopRequests
 from mlm_tpu.training.task import Task
 from mlm_tpu.training.throughput import Throughput, find_peak
 
@@ -90,39 +88,6 @@ class TrainingResult:
     best: Optional[dict]
 
 
-def check_config(config: TrainingConfig, task: Task) -> None:
-    """The settings, and the pretrained model they start from (its type against the task's, before the shards or
-    its tokenizer are read: what follows from a wrong base is not the first thing to report)."""
-    check_ranges(config)
-    task.check(config)
-    if config.output_dir.startswith("gs://"):
-        raise UserError("--output-dir must be a local folder (the backup and save_pretrained write there); "
-                        "push the result with --hub-model-id or copy it to gs:// afterwards")
-    if config.backup_steps and config.backup_steps % config.steps_per_execution:
-        raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
-                        f"{config.steps_per_execution}: a backup can only be written between executions; use "
-                        f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
-    if config.model_name_or_path:
-        task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
-                        f"--model-name-or-path {config.model_name_or_path}")
-
-
-def check_output_folder(config: TrainingConfig) -> None:
-    """Where the run writes, checked once what it reads is."""
-    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
-        raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
-    check_training_output_dir(config.output_dir)
-
-
-def make_output_dir(path: str) -> None:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"cannot create --output-dir {path}: {error.strerror or error}") from None
-    if not os.access(path, os.W_OK):
-        raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
-
-
 class Trainer:
     """One training run of `config`; `run()` trains and returns what happened."""
 
@@ -146,17 +111,13 @@ class Trainer:
         self.train_shards, eval_shards = find_training_shards(config, task)
         self.eval_corpus = ((eval_shards.manifest or {}).get("settings", {}).get("corpus") if eval_shards else None)
         tokenizer = task.load_tokenizer(config)
-        given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
-        for flag, shards in (*(("--train-dataset", member) for member in members_of(self.train_shards)),
-                             ("--eval-dataset", eval_shards)):
-            if shards:
-                check_tokenizer(shards, tokenizer, flag, given)
+        check_tokenizers(config, tokenizer, self.train_shards, eval_shards)
         task.prepare(config, tokenizer, self.train_shards, eval_shards)
         check_output_folder(config)  # what the run reads is checked first, then where it writes
         # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
         record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
         global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
-        changes = self._resumed_changes(record, global_batch_size) if record else []
+        changes = resumed_changes(config, record, global_batch_size, self.train_shards) if record else []
         layout, self.packing, plan = plan_input(config, self.train_shards, strategy, record)
         self.config = config = replace(config, input_pipelines=layout.input_pipelines)  # for training_args.json
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
@@ -170,16 +131,6 @@ class Trainer:
         with claim as claim:
             return self._train(strategy, stops, layout, plan, (model, optimizer, dropout_keys), tokenizer,
                                eval_shards, record, changes, claim)
-
-    def _resumed_changes(self, record: BackupRecord, global_batch_size: int) -> List[dict]:
-        """The settings changed since the backup, refused unless --allow-changed-settings; compared before anything
-        follows from them, so a change is named as itself (other shards), not by what it breaks (the data order's
-        input pipelines). Their number V is the backup's here: choose_layout checks it, knowing what may change."""
-        config = replace(self.config, input_pipelines=(record.settings or {}).get("input_pipelines",
-                                                                                   self.config.input_pipelines))
-        current = result_settings(config, global_batch_size, self.train_shards.files, self.train_shards.counts)
-        return check_resumed_settings(config, record.settings, current, record.step, config.output_dir,
-                                      record.setting_changes)
 
     def _train(self, strategy, stops: StopRequests, layout: BatchLayout, plan: Plan, trained, tokenizer,
                eval_shards, record: Optional[BackupRecord], changes: List[dict], claim) -> TrainingResult:
