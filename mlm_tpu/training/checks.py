@@ -48,7 +48,8 @@ def make_output_dir(path: str) -> None:
         raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
 
 
-def check_tokenizers(config: TrainingConfig, tokenizer, train_shards: ShardSet, eval_shards: Optional[ShardSet]) -> None:
+def check_tokenizers(config: TrainingConfig, tokenizer, train_shards: ShardSet,
+                     eval_shards: Optional[ShardSet]) -> None:
     """The tokenizer the run trains with is the one every split (each mixture member) was sharded with."""
     given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
     for flag, shards in (*(("--train-dataset", member) for member in members_of(train_shards)),

@@ -2,7 +2,7 @@
 layout, --pack's packed rows), and each machine's input pipeline, started at any step (shards/pipeline.py)."""
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 
@@ -58,8 +58,15 @@ def plan_steps(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, pa
     return Plan(global_batch_size, per_epoch, -(-total // per_epoch), total)
 
 
-def plan_input(config: TrainingConfig, shards: ShardSet, strategy,
-               record: Optional[BackupRecord]) -> Tuple[BatchLayout, Optional[dict], Plan]:
+class InputPlan(NamedTuple):
+    """How the run reads its shards: the batch layout, --pack's count of packed rows, and the steps."""
+
+    layout: BatchLayout
+    packing: Optional[dict]  # packed_rows.py's count; None without --pack
+    plan: Plan
+
+
+def plan_input(config: TrainingConfig, shards: ShardSet, strategy, record: Optional[BackupRecord]) -> InputPlan:
     """The batch layout (the data order of the backup `record`, or this run's), --pack's count of packed rows (the
     backup's, cached, or counted now) and the steps planned over them."""
     replicas = strategy.num_replicas_in_sync
@@ -70,7 +77,7 @@ def plan_input(config: TrainingConfig, shards: ShardSet, strategy,
     if config.pack:
         packing = packed_rows(shards, layout, seed=config.seed, window=config.shuffle_buffer_size,
                               recorded=record.loop.get("packed_rows") if record else None)
-    return layout, packing, plan_steps(config, shards, layout, packing)
+    return InputPlan(layout, packing, plan_steps(config, shards, layout, packing))
 
 
 def training_input(config: TrainingConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,
