@@ -5,7 +5,7 @@ Same shards (WikiText-2 validation, 128-token examples), same tokenizer, same Ro
 (--model-config, default small), same global batch, same `create_optimizer`. The reference method
 is the 🤗 TPU example's: int64 batches, masking with the global RNG and only [CLS]/[SEP]/padding
 protected, Keras `fit` with its plain "accuracy". mlm_tpu 0.2 trained with Keras `fit` on its own
-pipeline. mlm_tpu now runs its own loop (training/trainer.py: step-keyed dropout, per-step losses,
+pipeline. mlm_tpu now runs its own loop (training/loop.py: step-keyed dropout, per-step losses,
 `--steps-per-execution`), by default with `tf.config.experimental.enable_op_determinism()`
 (`--deterministic`), which makes a run and its resumption compute the same bits. Each figure is
 measured in its own process (determinism cannot be switched off once on), the best of the timed
