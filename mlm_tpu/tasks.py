@@ -100,13 +100,10 @@ def task_of_saved_model(name_or_path: str) -> str:
 
 def task_of_head(name_or_path: str) -> Optional[str]:
     """The task of a saved model's head (from its config's architectures: HEADS), or None."""
-    from transformers import AutoConfig
+    from mlm_tpu.model_folder.loading import architecture
 
-    try:
-        architectures = AutoConfig.from_pretrained(name_or_path).architectures or []
-    except (OSError, ValueError):
-        return None
-    return task_of_architecture(architectures[0]) if architectures else None
+    found = architecture(name_or_path)
+    return task_of_architecture(found) if found else None
 
 
 def task_of_architecture(architecture: str) -> Optional[str]:

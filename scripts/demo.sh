@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the whole mlm_tpu pipeline on the built-in offline corpus.
+# Set up (if needed: the package and its [downstream] extra, no test or docs tool) and run the whole mlm_tpu
+# pipeline on the built-in offline corpus.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh

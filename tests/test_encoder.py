@@ -10,6 +10,7 @@ discriminator for tags. The bases are random tiny models saved here: no Hub.
 import json
 import logging
 import random
+import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import WORDS, write_jsonl
+from conftest import WORDS, assert_user_error, run_module, write_jsonl
 
 MAX_LENGTH = 32
 TAGS = ("O", "B-PER", "B-LOC", "I-LOC")  # the token task's tags, as ids in its rows (🤗 ClassLabel style)
@@ -303,6 +304,36 @@ def test_transformers_5_on_pytorch_loads_each_folder_as_its_auto_class_with_the_
         config = json.loads((runs[run].folder / "config.json").read_text())
         assert checked["missing"] == [] and checked["unexpected"] == [], (run, checked)
         assert checked["id2label"] == config["id2label"] and checked["max_abs_diff"] < 1e-4, (run, checked)
+
+
+@pytest.mark.slow
+def test_predict_refuses_a_max_length_past_the_models_positions_and_by_default_stops_there(runs, tmp_path):
+    """`predict --max-length 1024` on a model that reads 510 positions ended in TensorFlow's "indices[0,855] = 857 is
+    not in [0, 512)" (issue 37). Both pipelines refuse it as training refuses longer shards, in one line naming the
+    most the model reads (RoBERTa numbers its positions from the pad id 1 + 1, ELECTRA from 0), and that many work.
+    A folder that does not say its training length (a Hub model's) cuts inputs to what its model reads, not to 512."""
+    long_text = " ".join(WORDS * 10)  # over 1,024 tokens
+    cut = {"text-classification": "1 input was cut to {} tokens", "token-classification": "past {} tokens got no tag"}
+    for run, pipeline, unread in (("single", "text-classification", 2), ("tags", "token-classification", 0)):
+        folder = runs[run].folder
+        limit = json.loads((folder / "config.json").read_text())["max_position_embeddings"] - unread
+        refused = run_module("mlm_tpu.predict", pipeline, "--model", str(folder), "--max-length", "1024", long_text)
+        assert_user_error(refused, "--max-length 1024", f"longer than {folder} reads ({limit} tokens)",
+                          f"pass --max-length {limit} or less")
+        assert refused.stdout == ""
+        at_limit = run_module("mlm_tpu.predict", pipeline, "--model", str(folder), "--max-length", str(limit),
+                              "--json", long_text)
+        assert at_limit.returncode == 0, at_limit.stderr[-3000:]
+        assert cut[pipeline].format(limit) in at_limit.stderr, at_limit.stderr[-3000:]
+        assert json.loads(at_limit.stdout)["text"] == long_text
+    unsaid = tmp_path / "without-training-length"
+    shutil.copytree(runs["tags"].folder, unsaid)
+    config = json.loads((unsaid / "config.json").read_text())
+    del config["task_specific_params"]
+    (unsaid / "config.json").write_text(json.dumps(config))
+    tagged = run_module("mlm_tpu.predict", "token-classification", "--model", str(unsaid), "--json", long_text)
+    assert tagged.returncode == 0, tagged.stderr[-3000:]
+    assert cut["token-classification"].format(config["max_position_embeddings"]) in tagged.stderr, tagged.stderr
 
 
 def test_the_first_pass_finds_label_names_in_order_and_scores_as_scores(tmp_path):

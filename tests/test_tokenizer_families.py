@@ -12,7 +12,7 @@ import pytest
 from transformers import AutoTokenizer
 
 import mlm_tpu
-from conftest import REPO_ROOT, pytorch_python
+from conftest import REPO_ROOT, assert_user_error, pytorch_python, run_module
 from mlm_tpu.errors import UserError
 from mlm_tpu.tokenizer.word_starts import word_start_flags, word_start_table, word_starts
 from tokenizer_check import encodings
@@ -120,6 +120,27 @@ def test_wordpiece_reads_a_sample_twice_the_same_way(wikitext_path, tmp_path):
     samples = [train(tmp_path / f"sample-{run}", wikitext_path, **settings) for run in range(2)]
     assert (samples[0] / "tokenizer.json").read_bytes() == (samples[1] / "tokenizer.json").read_bytes()
     assert json.loads((samples[0] / "tokenizer_training.json").read_text())["documents"] == 500
+
+
+def test_a_wordpiece_vocabulary_its_alphabet_fills_is_refused_naming_the_smallest_that_works(tmp_path):
+    """WordPiece keeps every character of the corpus and ##c for each inside a word, whatever --vocab-size says (the
+    trainer gave 194 ids for 60): as BPE's 256 bytes, they leave no room in a smaller vocabulary, refused before
+    anything is saved. Here: the 5 special tokens, t h e c a s, and ##h ##e ##a ##t take 15 ids."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\nthe hat\n", encoding="utf-8")
+
+    def train_wordpiece(vocab_size: int, output):
+        return run_module("mlm_tpu.tokenizer", "train", "--algorithm", "wordpiece", "--text-files", str(corpus),
+                          "--vocab-size", str(vocab_size), "--output-dir", str(output))
+
+    for vocab_size in (10, 15):
+        refused = train_wordpiece(vocab_size, tmp_path / f"wp-{vocab_size}")
+        assert_user_error(refused, f"--vocab-size {vocab_size} is too small", "6 characters and 4 ## continuations",
+                          "take 15 ids", "use at least 16")
+        assert not (tmp_path / f"wp-{vocab_size}").exists() and refused.stdout == ""
+    trained = train_wordpiece(16, tmp_path / "wp-16")
+    assert trained.returncode == 0, trained.stderr
+    assert json.loads((tmp_path / "wp-16" / "tokenizer_training.json").read_text())["vocab_size"] == 16
 
 
 def test_word_starts_are_read_from_the_tokenizer_of_any_family(families):

@@ -162,6 +162,36 @@ def test_a_fine_tuning_task_starts_from_weights_or_from_a_shape_not_both(task):
             make_task(task).check(TrainingConfig("t", "o", task=task, model_name_or_path="base", **shape))
 
 
+def test_a_nan_score_is_the_worst_so_the_next_real_score_is_kept_over_it():
+    """A run that diverged in an epoch scores NaN there; a later epoch with a real score must replace it as the best
+    (`value > NaN` alone is false for ever), and a NaN never replaces a real score."""
+    from mlm_tpu.training.task import BestMetric
+
+    nan = float("nan")
+    for metric, better, worse in ((BestMetric("accuracy"), 0.6, 0.4), (BestMetric("loss", False), 0.4, 0.6)):
+        assert metric.improves(worse, nan) and metric.improves(better, nan)
+        assert not metric.improves(nan, worse) and not metric.improves(nan, nan)
+        assert metric.improves(nan, None)  # the first epoch is kept, whatever it scored
+        assert metric.improves(better, worse) and not metric.improves(worse, better)
+        assert not metric.improves(better, better)
+
+
+def test_an_encoder_keeps_the_best_mean_of_scores_named_with_commas_never_averaging_the_loss():
+    from mlm_tpu.encoder.models import Labels
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.config import TrainingConfig
+
+    task = make_task("sequence-classification")
+    task.labels = Labels(["no", "yes"], "single_label_classification")
+    task.check_best_metric("f1,accuracy")
+    metric = task.best_metric(TrainingConfig("t", "o", task=task.name, metric_for_best_model="f1,accuracy"))
+    assert metric.higher_is_better and metric.value({"f1": 0.5, "accuracy": 0.8, "loss": 2.0}) == pytest.approx(0.65)
+    with pytest.raises(UserError, match="the loss falls as the other scores rise"):
+        task.check_best_metric("f1,loss")
+    with pytest.raises(UserError, match=r"\(or several, comma-separated: their mean\), not pearson"):
+        task.check_best_metric("accuracy,pearson")
+
+
 SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask_replace_prob": 0.5,
                           "random_replace_prob": 0.2, "dense_mlm_head": True, "max_predictions_per_seq": 20,
                           "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),

@@ -71,8 +71,9 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
     FLAGS.add(protocol, "--weight-decay-rate", type=float, field="protocol.weight_decay_rate",
               help="AdamW's weight decay (default: 0.01).")
     FLAGS.add(protocol, "--metric-for-best-model", field="protocol.metric_for_best_model",
-              help="The dev score that picks each run's epoch (default: the task's first metric: accuracy, "
-                   "matthews_correlation for CoLA, f1 for MRPC and QQP, pearson for STS-B).")
+              help="The dev score that picks each run's epoch, or several, comma-separated: their mean (default: "
+                   "the task's score, which the report gives: accuracy, matthews_correlation for CoLA, the mean of f1 "
+                   "and accuracy for MRPC and QQP, of pearson and spearman for STS-B).")
     add_hardware_flags(FLAGS, parser)
     output = parser.add_argument_group("output")
     add_flag(output, "--json", action="store_true",

@@ -134,7 +134,8 @@ def encoder_parser(prog: str, pipeline: str) -> argparse.ArgumentParser:
                           f"{encoder_prediction.HEADS[pipeline][1]}`'s --output-dir, a save_pretrained folder or a "
                           "Hub name.")
     ENCODER_FLAGS.add(parser, "--max-length", type=int,
-                      help="Tokens per input; longer ones are cut (default: the training length, else 512).")
+                      help="Tokens per input, at most as many as the model reads; longer inputs are cut (default: "
+                           "the training length, else 512 or what the model reads if fewer).")
     ENCODER_FLAGS.add(parser, "--batch-size", type=int, help="Inputs run together.")
     shape = ('{"text", ["pair",] "label", "scores": {label: probability}} or {"text", "score"} (regression)'
              if pipeline == "text-classification" else

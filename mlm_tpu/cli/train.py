@@ -112,7 +112,8 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
                    "folder keeps (classification: accuracy (default), macro_f1; generation: exact_match, f1, rouge1, "
                    "rouge2, rougeL (default); sequence-classification: accuracy (default), macro_f1, "
                    "matthews_correlation, f1 (two classes), loss, or for scores pearson (default), spearman, loss; "
-                   "token-classification: f1 (default), precision, recall, accuracy, loss).")
+                   "token-classification: f1 (default), precision, recall, accuracy, loss). Encoder tasks also take "
+                   "several, comma-separated: their mean decides (GLUE's MRPC score: f1,accuracy).")
 
     data = parser.add_argument_group("data")
     FLAGS.add(data, "--train-dataset", nargs="+", metavar="FOLDER",

@@ -7,7 +7,8 @@ same shape from random initialisation (the model's config and tokenizer), so the
 `--baseline tfidf` adds the floor of a linear model on TF-IDF features (floor.py).
 
 Everything goes under --output-dir, and nothing is done twice:
-    downstream.json                    what makes the runs comparable: protocol, row caps, the models' labels
+    downstream.json                    what makes the runs comparable: protocol, row caps, the models' labels, and
+                                       RULES (the dev carve's version, what picks a run's best epoch)
     data/<task>/{train,validation}.jsonl   a built-in task's rows (dev carved with a fixed seed)
     shards/<task>/<tokenizer fingerprint>-len<L>-<rows>/<split>/   made once per tokenizer and length, shared by
                                        every seed, the baseline and any model with the same tokenizer
@@ -34,6 +35,7 @@ from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
+from mlm_tpu.downstream import movie_reviews
 from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, REGRESSION, DownstreamTask, check_available,
                                       parse_tasks, with_columns)
@@ -50,6 +52,9 @@ SETTINGS_FILE = "downstream.json"
 RESULTS_FILE = "results.json"
 PARTS = ("data", "shards", "runs", SETTINGS_FILE, RESULTS_FILE)  # what the benchmark makes in its --output-dir
 CLAIM_RECORD = ".benchmark-writer.json"
+# what a folder's data and runs depend on beside its settings, recorded with them: an earlier mlm_tpu's folder (which
+# carved IMDB's dev set row by row, and picked MRPC's and QQP's best epochs by F1 alone) is not mixed with this one's
+RULES = {"dev_carve": movie_reviews.CARVE, "best_epoch": "the task's score"}
 # config.json entries that do not change the shape of a model trained from scratch
 NOT_SHAPE = ("architectures", "_name_or_path", "transformers_version", "id2label", "label2id", "problem_type",
              "task_specific_params", "torch_dtype", "finetuning_task")
@@ -146,14 +151,13 @@ def check_model(model: str, max_length: int):
     or reads fewer tokens than the protocol's length."""
     from transformers import TFAutoModelForSequenceClassification
 
-    from mlm_tpu.encoder.models import check_encoder, longest_input, saved_config
+    from mlm_tpu.encoder.models import check_encoder, check_length, saved_config
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     model_config = saved_config(model, "--model")
     check_encoder(model_config, TFAutoModelForSequenceClassification, f"--model {model}")
-    if longest_input(model_config) < max_length:
-        raise UserError(f"--model {model} reads at most {longest_input(model_config)} tokens, fewer than --max-length "
-                        f"{max_length}; pass --max-length {longest_input(model_config)} or less")
+    check_length(model_config, max_length, f"--model {model}", f"--max-length {max_length} makes {max_length}-token "
+                 "inputs", "pass")
     return model_config, load_tokenizer(model, "--model", fast=True)
 
 
@@ -175,9 +179,9 @@ def shape_id(model_config, tokenizer) -> str:
 
 
 def fixed_settings(config: DownstreamConfig) -> dict:
-    """What every run in an output folder must share to be compared: the protocol and the rows."""
+    """What every run in an output folder must share to be compared: the protocol, the rows and the RULES."""
     return {"protocol": to_dict(config.protocol), "max_train_samples": config.max_train_samples,
-            "max_eval_samples": config.max_eval_samples}
+            "max_eval_samples": config.max_eval_samples, **RULES}
 
 
 def check_output_dir(config: DownstreamConfig, variants: List[Variant]) -> dict:
@@ -195,6 +199,10 @@ def check_output_dir(config: DownstreamConfig, variants: List[Variant]) -> dict:
                         "another --output-dir")
     recorded = read_json(settings_path, "the benchmark's settings", "choose another --output-dir") if ours else {}
     fixed = fixed_settings(config)
+    if recorded and not follows_the_rules(recorded):
+        raise UserError(f"--output-dir {folder} holds runs of an earlier mlm_tpu, which carved IMDB's dev set and "
+                        "picked best epochs otherwise; its scores are not comparable with new ones: choose another "
+                        "--output-dir")
     if recorded and recorded.get("fixed") != fixed:
         changed = sorted(key for key in fixed if recorded.get("fixed", {}).get(key) != fixed[key])
         raise UserError(f"--output-dir {folder} holds runs made with other settings ({', '.join(changed)}: "
@@ -221,15 +229,27 @@ def not_made_by_the_benchmark(folder: str) -> List[str]:
     return [name for name in entries if not ours or name not in PARTS]
 
 
+def follows_the_rules(recorded: dict) -> bool:
+    """Whether a folder's downstream.json says its data and runs were made by these RULES."""
+    return all(recorded.get("fixed", {}).get(key) == value for key, value in RULES.items())
+
+
 def forget_runs(folder: str) -> None:
-    """Delete a benchmark folder's runs and report (its data and shards stay): for a model trained again in the
-    same place, whose earlier runs would otherwise be read back."""
+    """Delete a benchmark folder's runs and report (its data and shards stay, unless an earlier mlm_tpu made them by
+    other RULES: then all goes): for a model trained again in the same place, whose earlier runs would otherwise be
+    read back."""
     import shutil
 
-    if os.path.isdir(folder) and not not_made_by_the_benchmark(folder):
-        shutil.rmtree(os.path.join(folder, "runs"), ignore_errors=True)
-        if os.path.isfile(os.path.join(folder, RESULTS_FILE)):
-            os.remove(os.path.join(folder, RESULTS_FILE))
+    if not os.path.isdir(folder) or not_made_by_the_benchmark(folder):
+        return
+    settings = os.path.join(folder, SETTINGS_FILE)
+    if os.path.isfile(settings) and not follows_the_rules(read_json(settings, "the benchmark's settings",
+                                                                     f"delete {folder}")):
+        shutil.rmtree(folder)
+        return
+    shutil.rmtree(os.path.join(folder, "runs"), ignore_errors=True)
+    if os.path.isfile(os.path.join(folder, RESULTS_FILE)):
+        os.remove(os.path.join(folder, RESULTS_FILE))
 
 
 def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
@@ -308,8 +328,8 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     from mlm_tpu.api import fine_tune
 
     protocol = config.protocol
-    if not protocol.metric_for_best_model:
-        protocol = protocol.with_overrides(metric_for_best_model=run.task.metrics[0])
+    if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives
+        protocol = protocol.with_overrides(metric_for_best_model=",".join(run.task.metrics))
     started, cpu_started = time.perf_counter(), time.process_time()
     level = logger.level
     if not config.verbose:

@@ -1,6 +1,7 @@
 """The tasks `mlm-tpu downstream --tasks ...` knows, and where each one's training and dev rows come from.
 
-- Built in, offline: `rotten-tomatoes` and `imdb` (movie_reviews.py; dev sets carved with a fixed seed).
+- Built in, offline: `rotten-tomatoes` and `imdb` (movie_reviews.py; dev sets carved with a fixed seed, a repeated
+  text on one side).
 - GLUE by name, from the 🤗 Hub (nyu-mll/glue, or a local copy of it: --glue-dataset): cola, sst2, mrpc, qqp, stsb,
   mnli, qnli, rte, with GLUE's columns, label kinds (STS-B: scores) and metrics, scored on their dev sets (MNLI's
   validation_matched). A task with two metrics (MRPC, QQP: F1 and accuracy; STS-B: Pearson and Spearman) scores
@@ -113,7 +114,8 @@ def builtin_task(name: str) -> DownstreamTask:
     what = "sentences" if name == "rotten-tomatoes" else "reviews"
     return DownstreamTask(name, input_column="text", about=(
         f"{name}: {movie_reviews.ROWS[name]:,} {what} of the movie-reviews package, {train:,} to train and {dev:,} "
-        f"for dev ({movie_reviews.DEV_SHARE:.0%} of each label, seed {movie_reviews.DEV_SEED})"))
+        f"for dev ({movie_reviews.DEV_SHARE:.0%} of each label, seed {movie_reviews.DEV_SEED}; a repeated text on one "
+        "side)"))
 
 
 def known_names() -> str:

@@ -9,10 +9,10 @@ from typing import Dict, Optional
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import CardFacts
+from mlm_tpu.model_folder.loading import GENERATOR_FOLDER
 from mlm_tpu.model_folder.saving import write_model_files
 from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir
 
-GENERATOR_FOLDER = "generator"
 RUN_INFO_FILE = "training_args.json"  # the trainer's record of the run, beside the model
 
 

@@ -87,6 +87,15 @@ def longest_input(config) -> int:
     return positions
 
 
+def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
+    """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
+    ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
+    600-token examples"), `fix` how to ask for fewer ("shard with")."""
+    limit = longest_input(model_config)
+    if length > limit:
+        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
+
+
 def feeds_token_types(model_config, tokenizer) -> bool:
     """Whether the model is given token_type_ids (the shards always hold them): when its tokenizer makes them for
     it (BERT's, ELECTRA's; not RoBERTa's) and it has more than one type to embed."""

@@ -6,7 +6,8 @@ on pairs takes each input as its two texts separated by a tab ("first<TAB>second
 token-classification: each text split at whitespace into words, each word's tag (its first piece's), and the
 entities the tags make (seqeval's reading of BIO tags: B-PER I-PER -> one PER entity).
 Inputs are cut and padded as the sharder cut them (shards/labelled.py), to the training length unless
---max-length says otherwise, and run in fixed-shape batches.
+--max-length says otherwise (no more than the model reads: checked as training checks its shards), and run in
+fixed-shape batches.
 """
 
 import math
@@ -30,7 +31,8 @@ class EncoderPredictionConfig:
 
     model: str  # a classifier: train.py's --output-dir, a save_pretrained folder or a Hub name
     texts: Tuple[str, ...]  # the inputs (a pair: its two texts separated by a tab)
-    max_length: Optional[int] = setting(None, low=8)  # tokens per input (None: the training length, else 512)
+    max_length: Optional[int] = setting(None, low=8)  # tokens per input, at most the model's positions (None: the
+    # training length, else 512 or the model's positions if fewer)
     batch_size: int = setting(16, low=1)  # inputs run together
     base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
 
@@ -62,8 +64,16 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
     return model, tokenizer, task_settings(model.config, ENCODER_PARAMS) or {}
 
 
-def _length(config: EncoderPredictionConfig, settings: dict, tokenizer) -> int:
-    return config.max_length or settings.get("max_length") or min(tokenizer.model_max_length, 512)
+def _length(config: EncoderPredictionConfig, settings: dict, model, tokenizer) -> int:
+    """Tokens per input: --max-length, refused past the model's positions as training refuses longer shards; else the
+    training length, else as many as both the tokenizer and the model take, at most 512."""
+    from mlm_tpu.encoder.models import check_length, longest_input
+
+    if config.max_length:
+        check_length(model.config, config.max_length, config.model,
+                     f"--max-length {config.max_length} makes {config.max_length}-token inputs", "pass")
+        return config.max_length
+    return settings.get("max_length") or min(tokenizer.model_max_length, 512, longest_input(model.config))
 
 
 def _run(model, tokenizer, features: Dict[str, np.ndarray], batch_size: int, probabilities: bool) -> np.ndarray:
@@ -105,10 +115,10 @@ def classify_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str,
                             "separated by a tab")
         texts.append(first.strip() if pairs else text)
         seconds.append(second.strip())
-    features, cut = FixedLengthEncoder(tokenizer, _length(config, settings, tokenizer)).texts(
-        texts, seconds if pairs else None)
+    length = _length(config, settings, model, tokenizer)
+    features, cut = FixedLengthEncoder(tokenizer, length).texts(texts, seconds if pairs else None)
     if cut:
-        warn(f"{cut} input{'s were' if cut != 1 else ' was'} cut to {_length(config, settings, tokenizer)} tokens")
+        warn(f"{cut} input{'s were' if cut != 1 else ' was'} cut to {length} tokens")
     labels = Labels.of_config(model.config, token_level=False)
     outputs = _run(model, tokenizer, features, config.batch_size, probabilities=not labels.regression)
     results = []
@@ -137,7 +147,8 @@ def tag_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str, obje
     for number, row in enumerate(words, start=1):
         if not row:
             raise UserError(f"input {number} is empty; give each text to tag")
-    features, word_ids, _ = FixedLengthEncoder(tokenizer, _length(config, settings, tokenizer)).words(words)
+    length = _length(config, settings, model, tokenizer)
+    features, word_ids, _ = FixedLengthEncoder(tokenizer, length).words(words)
     names = Labels.of_config(model.config, token_level=True).names
     predicted = _run(model, tokenizer, features, config.batch_size, probabilities=True).argmax(axis=-1)
     results, untagged = [], 0
@@ -151,6 +162,6 @@ def tag_texts(config: EncoderPredictionConfig, load=None) -> List[Dict[str, obje
                     for kind, start, end in get_entities([tag or "O" for tag in tags])]
         results.append({"text": text, "words": row, "tags": tags, "entities": entities})
     if untagged:
-        warn(f"{untagged} word{'s' * (untagged != 1)} past {_length(config, settings, tokenizer)} tokens "
+        warn(f"{untagged} word{'s' * (untagged != 1)} past {length} tokens "
              "got no tag; pass a larger --max-length")
     return results

@@ -16,7 +16,7 @@ from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTok
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
-from mlm_tpu.encoder.models import (Labels, check_encoder, encoder_from_scratch, longest_input, model_inputs,
+from mlm_tpu.encoder.models import (Labels, check_encoder, check_length, encoder_from_scratch, model_inputs,
                                     pretrained_encoder)
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
@@ -117,10 +117,8 @@ class EncoderTask(Task):
         if evaluation:
             self.remap = label_remap(split_labels(evaluation, "--eval-dataset", self.token_level), self.labels,
                                      "--eval-dataset")
-        scores = self.score_names()
-        if config.metric_for_best_model and config.metric_for_best_model not in scores:
-            raise UserError(f"--metric-for-best-model for this {self.name} task is one of {', '.join(scores)}, not "
-                            f"{config.metric_for_best_model}")
+        if config.metric_for_best_model:
+            self.check_best_metric(config.metric_for_best_model)
         settings = train.manifest["settings"]
         self.settings = {"task": self.name, "max_length": train.length, "input_column": settings.get("input_column"),
                          "pair_column": settings.get("pair_column"), "base_model": config.model_name_or_path}
@@ -161,9 +159,22 @@ class EncoderTask(Task):
         return PredictionValidation(strategy, model, self.make_scorer(), shards, per_replica_batch_size,
                                     jit_compile=on_tpu)
 
+    def check_best_metric(self, name: str) -> None:
+        """--metric-for-best-model names this task's scores: one, or several whose mean decides (not the loss, which
+        falls as they rise)."""
+        scores = self.score_names()
+        names = BestMetric(name).names
+        wrong = [score for score in names if score not in scores]
+        if wrong:
+            raise UserError(f"--metric-for-best-model for this {self.name} task is one of {', '.join(scores)} (or "
+                            f"several, comma-separated: their mean), not {wrong[0]}")
+        if len(names) > 1 and any(score in LOWER_IS_BETTER for score in names):
+            raise UserError(f"--metric-for-best-model {name}: the loss falls as the other scores rise, so it cannot "
+                            "be averaged with them; give the loss alone, or the scores without it")
+
     def best_metric(self, config) -> Optional[BestMetric]:
         name = config.metric_for_best_model or self.make_scorer().best_metric
-        return BestMetric(name, higher_is_better=name not in LOWER_IS_BETTER)
+        return BestMetric(name, higher_is_better=name not in LOWER_IS_BETTER)  # the loss is never averaged
 
     def card_words(self, model, tokenizer) -> CardWords:
         base = (task_settings(model.config, ENCODER_PARAMS) or {}).get("base_model")
@@ -177,10 +188,7 @@ class EncoderTask(Task):
 
 
 def _check_length(model_config, length: int, flag: str, model: str) -> None:
-    limit = longest_input(model_config)
-    if length > limit:
-        raise UserError(f"{flag} holds {length}-token examples, longer than {model} reads ({limit} tokens); shard "
-                        f"with --max-length {limit} or less")
+    check_length(model_config, length, model, f"{flag} holds {length}-token examples", "shard with")
 
 
 class SequenceClassificationTask(EncoderTask):

@@ -18,6 +18,11 @@ from typing import Callable, Dict, Optional, Tuple
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.tokenizer.load import load_tokenizer
 
+# An ELECTRA run's folder (mlm_tpu/electra/folders.py): the discriminator, whose head tells replaced tokens from
+# original ones and fills no masks, and in GENERATOR_FOLDER the masked LM trained beside it.
+DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
+GENERATOR_FOLDER = "generator"
+
 
 def check_model_folder(name_or_path: str, flag: str) -> None:
     """A local path must be a saved model; anything else is taken for a Hub name."""
@@ -147,10 +152,22 @@ def new_weight_names(model, reported) -> list:
     return sorted(new)
 
 
+def check_masked_lm_head(name_or_path: str, model_class, flag: str) -> None:
+    """A masked LM (`model_class`) loaded from an ELECTRA discriminator would get a new, untrained head, and guess
+    every piece at about 1/vocabulary: refused, pointing to the generator, the masked LM trained beside it."""
+    if not model_class.__name__.endswith("ForMaskedLM") or architecture(name_or_path) != DISCRIMINATOR_ARCHITECTURE:
+        return
+    generator = os.path.join(name_or_path, GENERATOR_FOLDER)
+    use = (f"use its generator: {generator}" if os.path.isfile(os.path.join(generator, "config.json")) else
+           "use its generator, the masked LM trained beside it")
+    raise UserError(f"{flag} {name_or_path} is an ELECTRA discriminator (it has no masked-LM head); {use}")
+
+
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
     weights), or a Hub name."""
     check_model_folder(name_or_path, flag)
+    check_masked_lm_head(name_or_path, model_class, flag)
     _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
@@ -203,14 +220,26 @@ def check_model_type(base_config, model_class, where: str, needed_by: str) -> No
                     f"{found} model")
 
 
-def model_type(name_or_path: str) -> Optional[str]:
-    """The saved model's type from its config (None when there is none to read: loading will say why)."""
+def saved_config(name_or_path: str):
+    """The saved model's config (None when there is none to read: loading will say why)."""
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(name_or_path).model_type
+        return AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError):
         return None
+
+
+def model_type(name_or_path: str) -> Optional[str]:
+    """The saved model's type from its config (None when there is none to read: loading will say why)."""
+    config = saved_config(name_or_path)
+    return config.model_type if config else None
+
+
+def architecture(name_or_path: str) -> Optional[str]:
+    """The saved model's class from its config (`RobertaForMaskedLM`; None when it names none)."""
+    config = saved_config(name_or_path)
+    return (config.architectures or [None])[0] if config else None
 
 
 def load_config(name_or_path: str, presets: Dict[str, dict], config_class: Callable, flag: str = "--model-config",

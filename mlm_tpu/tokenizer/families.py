@@ -26,7 +26,8 @@ class Family:
     title: str  # in words, for logs and cards
     train: Callable  # (read_batches, vocab_size, template, options, show_progress) -> tokenizers.Tokenizer
     templates: Dict[str, Template]
-    alphabet: int = 0  # ids every vocabulary of the family holds beside the template's (BPE's 256 bytes)
+    alphabet: int = 0  # ids every vocabulary of the family holds beside the template's (BPE's 256 bytes; WordPiece's
+    # are the corpus' characters, which train_wordpiece counts and checks)
     byte_fallback: bool = False  # whether --byte-fallback applies
     reads_twice: bool = False  # whether training reads the corpus twice
 

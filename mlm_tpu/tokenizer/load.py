@@ -28,13 +28,18 @@ def _local_copy(url: str, flag: str) -> str:
     return _COPIES[url]
 
 
+def holds_tokenizer(folder: str) -> bool:
+    """Whether `folder` is a local folder with tokenizer files of its own (a model folder saved by mlm_tpu is)."""
+    return os.path.isdir(folder) and any(os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES)
+
+
 def load_tokenizer(name_or_path: str, flag: str = "--tokenizer", fast: bool = False):
     """`AutoTokenizer.from_pretrained` (a folder, a gs:// folder or a Hub name); with `fast`, refuse a slow (Python)
     tokenizer."""
     from transformers import AutoTokenizer
 
     source = _local_copy(name_or_path, flag) if cloud_storage.is_gcs(name_or_path) else name_or_path
-    if os.path.isdir(source) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
+    if os.path.isdir(source) and not holds_tokenizer(source):
         raise UserError(f"{flag} '{name_or_path}' holds no tokenizer (no tokenizer.json); pass the folder of one "
                         f"(a model folder saved by mlm_tpu holds its tokenizer), or {MAKE_ONE}")
     try:

@@ -27,6 +27,9 @@ from typing import Dict, List, Optional, Tuple
 from tokenizers import AddedToken, Tokenizer, normalizers, processors
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast, RobertaTokenizerFast, T5TokenizerFast
 
+from mlm_tpu.errors import UserError
+
+DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
 NORMALIZATIONS = ("none", "nfkc")
 WITHOUT_TOKEN_TYPES = ["input_ids", "attention_mask"]  # RoBERTa has no token types
 
@@ -150,3 +153,12 @@ def as_transformers_tokenizer(tokenizer: Tokenizer, model_max_length: int, templ
         **template.roles,
         **arguments,
     )
+
+
+def check_room(vocab_size: int, reserved: int, taken_by: str) -> None:
+    """Refuse a --vocab-size that the ids taken whatever the trainer learns fill already (`taken_by` says which):
+    no piece would be learned, and a trainer keeps them all anyway (WordPiece every character of the corpus),
+    giving a larger vocabulary than asked."""
+    if vocab_size <= reserved:
+        raise UserError(f"--vocab-size {vocab_size} is too small: {taken_by} alone take {reserved} ids; use at least "
+                        f"{reserved + 1} (the reference uses {DEFAULT_VOCAB_SIZE})")

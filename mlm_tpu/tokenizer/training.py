@@ -28,10 +28,10 @@ from mlm_tpu.output_dir import TOKENIZER_FOLDER, check_output_dir, staged_output
 from mlm_tpu.tokenizer.card import tokenizer_card_text
 from mlm_tpu.tokenizer.families import DEFAULT_ALGORITHM, FAMILIES, TEMPLATE_NAMES, Family
 from mlm_tpu.tokenizer.sample import reservoir_sample
-from mlm_tpu.tokenizer.templates import NORMALIZATIONS, Options, Template, as_transformers_tokenizer
+from mlm_tpu.tokenizer.templates import (DEFAULT_VOCAB_SIZE, NORMALIZATIONS, Options, Template,
+                                         as_transformers_tokenizer, check_room)
 
 TRAINING_INFO_FILE = "tokenizer_training.json"
-DEFAULT_VOCAB_SIZE = 10048  # the reference recipe's; a multiple of 64 keeps TPU matmuls aligned
 MAX_VOCAB_SIZE = 2**20  # above the largest vocabularies in use (256 K); the trainer's memory grows with it
 DEFAULT_SEED = 42
 
@@ -78,11 +78,8 @@ def check_config(config: TokenizerTrainingConfig) -> None:
         raise UserError(f"--template {config.template} takes none of --byte-fallback, --lowercase, --normalization "
                         "nfkc: transformers 5's T5 tokenizer class rebuilds T5's pipeline without them, so the folder "
                         "would encode text differently there; drop them, or use --template mlm")
-    reserved = family.reserved(template, _options(config))
-    if config.vocab_size <= reserved:
-        raise UserError(f"--vocab-size {config.vocab_size} is too small: the {config.template} template's special "
-                        f"tokens{_and_alphabet(family, config)} alone take {reserved} ids; use at least "
-                        f"{reserved + 1} (the reference uses {DEFAULT_VOCAB_SIZE})")
+    check_room(config.vocab_size, family.reserved(template, _options(config)),
+               f"the {config.template} template's special tokens{_and_alphabet(family, config)}")
     if config.seed is not None and config.sample_documents is None:
         raise UserError("--seed chooses the sample of --sample-documents; give --sample-documents N too, or drop --seed")
 

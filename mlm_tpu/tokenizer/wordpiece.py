@@ -8,15 +8,17 @@ The trainer (BPE's, underneath) numbers the continuation characters ##a, ##b, ..
 which changes from run to run, and those numbers break ties between equally frequent merges, so the same
 corpus could give another vocabulary. So the corpus is read twice: once to find the continuation characters,
 then to train with them numbered in character order; the result is the same on every run.
+The first read also counts the alphabet (every character, and ##c for those inside words), which the trainer
+keeps whatever the vocabulary size: a --vocab-size it fills is refused then, before the training read.
 """
 
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator, List, Tuple
 
 from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
-from mlm_tpu.tokenizer.templates import BERT_TEMPLATE, Options, Template
+from mlm_tpu.tokenizer.templates import BERT_TEMPLATE, Options, Template, check_room
 
 CONTINUATION = "##"
 MIN_FREQUENCY = 2  # as 🤗's BertWordPieceTokenizer trains
@@ -33,12 +35,14 @@ def _untrained(template: Template, options: Options, vocab=None) -> Tokenizer:
     return tokenizer
 
 
-def _continuation_characters(read_batches, template: Template, options: Options, show_progress: bool) -> List[str]:
-    """##c for every character c that occurs inside a word (the trainer adds them all before any merge)."""
+def _alphabet(read_batches, template: Template, options: Options, show_progress: bool) -> Tuple[List[str], List[str]]:
+    """(characters, continuation characters): every character of the corpus, and ##c for every character c that
+    occurs inside a word; the trainer adds them all before any merge, however small the vocabulary asked for."""
     counter = _untrained(template, options)
     counter.train_from_iterator(read_batches(), trainer=WordPieceTrainer(vocab_size=0, show_progress=show_progress))
-    return sorted(piece for piece in counter.get_vocab()
-                  if piece.startswith(CONTINUATION) and len(piece) == len(CONTINUATION) + 1)
+    pieces = sorted(counter.get_vocab())
+    return ([piece for piece in pieces if len(piece) == 1],
+            [piece for piece in pieces if piece.startswith(CONTINUATION) and len(piece) == len(CONTINUATION) + 1])
 
 
 def train_wordpiece(read_batches: Callable[[], Iterator[List[str]]], vocab_size: int,
@@ -48,7 +52,10 @@ def train_wordpiece(read_batches: Callable[[], Iterator[List[str]]], vocab_size:
 
     `vocab_size` counts everything: special tokens, characters, continuation characters and merged pieces.
     """
-    continuations = _continuation_characters(read_batches, template, options, show_progress)
+    corpus_characters, continuations = _alphabet(read_batches, template, options, show_progress)
+    check_room(vocab_size, template.reserved + len(corpus_characters) + len(continuations),
+               f"the {template.name} template's special tokens and the corpus' {len(corpus_characters)} characters and "
+               f"{len(continuations)} {CONTINUATION} continuations")
     special = [template.added_token(token) for token in template.tokens]
     trainer = WordPieceTrainer(vocab_size=vocab_size, min_frequency=MIN_FREQUENCY, show_progress=show_progress,
                                continuing_subword_prefix=CONTINUATION,

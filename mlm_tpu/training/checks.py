@@ -11,7 +11,7 @@ from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet, check_tokenizer
 from mlm_tpu.training.config import TrainingConfig
-from mlm_tpu.training.task import Task
+from mlm_tpu.training.task import Task, check_base_vocabulary
 
 
 def check_config(config: TrainingConfig, task: Task) -> None:
@@ -50,7 +50,9 @@ def make_output_dir(path: str) -> None:
 
 def check_tokenizers(config: TrainingConfig, tokenizer, train_shards: ShardSet,
                      eval_shards: Optional[ShardSet]) -> None:
-    """The tokenizer the run trains with is the one every split (each mixture member) was sharded with."""
+    """The tokenizer the run trains with is the base's (its embeddings), then the one every split (each mixture
+    member) was sharded with (its ids)."""
+    check_base_vocabulary(config, tokenizer)
     given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
     for flag, shards in (*(("--train-dataset", member) for member in members_of(train_shards)),
                          ("--eval-dataset", eval_shards)):

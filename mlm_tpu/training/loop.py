@@ -248,7 +248,7 @@ class Loop:
         if metric is None:
             self.save(epoch, step, scores)
             return True
-        value = scores[metric.name]
+        value = metric.value(scores)
         if not metric.improves(value, best["value"] if best else None):
             log(f"{metric.name} {value:.4f} is not better than epoch {best['epoch']}'s {best['value']:.4f}: "
                 f"{run.config.output_dir} keeps that model")

@@ -9,6 +9,8 @@ their card. The stages never import a task: the command (api, cli) looks its plu
 mlm_tpu/tasks.py and hands it to the trainer, evaluation, inspection and export.
 """
 
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
@@ -45,6 +47,25 @@ def tokenizer_source(config: TrainingConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
+def check_base_vocabulary(config: TrainingConfig, tokenizer) -> None:
+    """A run that starts from --model-name-or-path reads its shards with --tokenizer, but the base's embeddings were
+    learnt for the pieces of its own tokenizer: --tokenizer must have the same vocabulary (the same pieces at the
+    same ids; its files may differ). A base without tokenizer files of its own (or a Hub name) is not checked."""
+    from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
+
+    base = config.model_name_or_path
+    if not (config.tokenizer and base and holds_tokenizer(base)):
+        return
+    base_vocabulary, vocabulary = load_tokenizer(base, "--model-name-or-path").get_vocab(), tokenizer.get_vocab()
+    if vocabulary != base_vocabulary:
+        same = len(vocabulary.items() & base_vocabulary.items())
+        raise UserError(f"--tokenizer {config.tokenizer} has another vocabulary than the tokenizer of "
+                        f"--model-name-or-path {base}, whose embeddings were learnt for its pieces ({len(vocabulary):,} "
+                        f"pieces against {len(base_vocabulary):,}, {same:,} of them the same at the same id); shard "
+                        f"the data with the base's tokenizer (`mlm-tpu shard --tokenizer {base} ...`) and drop "
+                        "--tokenizer")
+
+
 def check_one_start(config: TrainingConfig, weights: str) -> None:
     """A fine-tuning task starts from `weights` (--model-name-or-path) or from a shape (from scratch), not both."""
     if config.model_name_or_path and (config.model_config or config.config_overrides):
@@ -65,13 +86,28 @@ def run_tokenizer(config: TrainingConfig):
 
 @dataclass(frozen=True)
 class BestMetric:
-    """The validation score that decides which epoch's model the output folder keeps."""
+    """The validation score that decides which epoch's model the output folder keeps: one score, or the mean of
+    several named with commas (GLUE's score of MRPC and QQP: "f1,accuracy")."""
 
-    name: str  # a key of the validation scores ("accuracy", "loss", ...)
+    name: str  # a key of the validation scores ("accuracy", "loss", ...), or several joined by commas
     higher_is_better: bool = True
 
+    @property
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self.name.split(","))
+
+    def value(self, scores: Dict[str, float]) -> float:
+        """The epoch's score: its one score, or the mean of several."""
+        return statistics.fmean(scores[name] for name in self.names)
+
     def improves(self, value: float, best: Optional[float]) -> bool:
-        return best is None or (value > best if self.higher_is_better else value < best)
+        """Whether `value` beats `best` (None: no epoch kept yet). NaN (a run that diverged) is the worst score, so
+        the next real one replaces it; as a comparison, `value > NaN` would be false for ever."""
+        if best is None:
+            return True
+        if math.isnan(value) or math.isnan(best):
+            return not math.isnan(value)
+        return value > best if self.higher_is_better else value < best
 
 
 class Validation:
