@@ -4,7 +4,7 @@ the model FLOPs of each (training/flops.py), and the loss difference on the same
 For each RoBERTa shape (--presets, default small and base) and vocabulary (--vocab-sizes, default 8,000 and
 32,000): one model per head from the same seed, the same batches (random tokens of that vocabulary, masked by
 mlm_tpu's masker at 15%; the sparse head's batches put into its default prediction slots), and mlm_tpu's training
-step (training/trainer.py's make_train_steps, the task's forward). The machine is shared, so the two heads are
+step (training/step.py's make_train_steps, the task's forward). The machine is shared, so the two heads are
 timed in alternation, --rounds times --steps steps each after a warm-up step, and the best round of each is kept;
 the CPU seconds of the process (all its threads) are reported beside, as a check that is less sensitive to the
 machine's other load.
@@ -61,7 +61,7 @@ class Runner:
         from mlm_tpu.mlm.task import MaskedLmTask
         from mlm_tpu.shards.layout import BatchLayout
         from mlm_tpu.training.dropout import key_dropout_by_step
-        from mlm_tpu.training.trainer import make_train_steps
+        from mlm_tpu.training.step import make_train_steps
 
         keras.utils.set_random_seed(0)
         self.model = TFAutoModelForMaskedLM.from_config(config_for(preset, tokenizer, length))

@@ -5,7 +5,7 @@ Same shards (WikiText-2 validation, 128-token examples), same tokenizer, same Ro
 (--model-config, default small), same global batch, same `create_optimizer`. The reference method
 is the 🤗 TPU example's: int64 batches, masking with the global RNG and only [CLS]/[SEP]/padding
 protected, Keras `fit` with its plain "accuracy". mlm_tpu 0.2 trained with Keras `fit` on its own
-pipeline. mlm_tpu now runs its own loop (training/trainer.py: step-keyed dropout, per-step losses,
+pipeline. mlm_tpu now runs its own loop (training/loop.py: step-keyed dropout, per-step losses,
 `--steps-per-execution`), by default with `tf.config.experimental.enable_op_determinism()`
 (`--deterministic`), which makes a run and its resumption compute the same bits. Each figure is
 measured in its own process (determinism cannot be switched off once on), the best of the timed
@@ -94,7 +94,7 @@ def own_loop_seconds_per_step(dataset, model, optimizer, steps, rounds=3, jit_co
 
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.training.dropout import key_dropout_by_step
-    from mlm_tpu.training.trainer import make_train_steps
+    from mlm_tpu.training.step import make_train_steps
 
     strategy = tf.distribute.get_strategy()
     layout = BatchLayout(1, next(iter(dataset))["input_ids"].shape[0], 1, 1)

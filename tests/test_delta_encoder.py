@@ -57,7 +57,8 @@ def built_adapter(work, method: str, family: str, run: str) -> Path:
     from mlm_tpu.tasks import training_task
     from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import with_schedule_defaults
-    from mlm_tpu.training.trainer import Plan, build_model_and_optimizer
+    from mlm_tpu.training.input import Plan
+    from mlm_tpu.training.step import build_model_and_optimizer
 
     task_name = "token-classification" if run == "tags" else "sequence-classification"
     config = with_schedule_defaults(TrainingConfig(

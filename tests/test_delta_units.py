@@ -232,7 +232,8 @@ def trainer_model_and_optimizer(method: str, length: int, **settings):
     from mlm_tpu.tasks import training_task
     from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.optimizers import with_schedule_defaults
-    from mlm_tpu.training.trainer import Plan, build_model_and_optimizer
+    from mlm_tpu.training.input import Plan
+    from mlm_tpu.training.step import build_model_and_optimizer
 
     config = with_schedule_defaults(TrainingConfig(
         train_dataset="shards", output_dir="unused", task="classification", delta=method,

@@ -221,7 +221,8 @@ def write_backup(folder: Path, step: int, damaged: bool = False) -> None:
 def agree(chiefs_view: Path, others_view: Path, wait_seconds: float = 1.0) -> list:
     """Workers 0 and 1 of one cluster, in two threads, each seeing the backup folder as it is in its view: what each
     resumes from (a step, or None), or the one line it stops with."""
-    from mlm_tpu.training.multi_worker import Cluster, Worker
+    from mlm_tpu.training.cluster import Cluster
+    from mlm_tpu.training.multi_worker import Worker
 
     tasks = (("worker", 0, "localhost:1"), ("worker", 1, "localhost:2"))
     store, outcomes = SharedStore(), [None, None]

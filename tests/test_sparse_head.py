@@ -106,7 +106,7 @@ def train_one_step(model, batch, task):
 
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.training.dropout import key_dropout_by_step
-    from mlm_tpu.training.trainer import make_train_steps
+    from mlm_tpu.training.step import make_train_steps
 
     strategy = tf.distribute.get_strategy()
     steps = make_train_steps(strategy, model, keras.optimizers.SGD(0.5),

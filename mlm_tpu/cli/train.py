@@ -21,10 +21,10 @@ from typing import Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_settings, add_verbose_flag
 from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.training.settings import MaskingSettings
 from mlm_tpu.delta import METHODS
 from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, task_from_head
-from mlm_tpu.training.multi_worker import check_cluster
+from mlm_tpu.training.cluster import check_cluster
+from mlm_tpu.training.settings import MaskingSettings
 
 FLAGS = ConfigFlags(TrainingConfig)
 RUN_INFO_KEY = "run"  # what training_args.json records of the run beside its settings; not a setting

@@ -88,7 +88,7 @@ def member_order(rates: Sequence[float], global_batch_size: int, seed: int, star
 
 class MemberCounts:
     """How many examples each of `pipelines` virtual pipelines has taken from each member before a step, kept up to
-    date as the run goes: every backup stores them (trainer.LoopState.mixture_taken), so a resumed run starts each
+    date as the run goes: every backup stores them (loop.LoopState.mixture_taken), so a resumed run starts each
     member where it was without drawing the members of every step before it again. `taken` holds the counts before
     `step`; the steps between two calls are counted in one traced loop (about 16 us a step for 256 rows, 2 cores)."""
 

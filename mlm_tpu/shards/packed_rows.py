@@ -4,7 +4,7 @@ Counting packs the whole training set (text2text_packing.packed_rows_per_pipelin
 cores, 40 minutes for 10 M examples), so the count is kept under a key of everything it depends on: each shard's
 name, record count and crc32c (from the split's manifest.json), the examples' lengths, the seed, the number V of
 virtual pipelines, each one's shuffling window, and the packing's chunk. Two places keep it:
-- every backup (trainer.LoopState.packed_rows), so a resumed run counts nothing, on whatever machine it resumes;
+- every backup (loop.LoopState.packed_rows), so a resumed run counts nothing, on whatever machine it resumes;
 - the user's cache folder (user_cache_folder(): a local folder, so shards on gs:// or in a read-only folder are no
   matter), for any later run on the same shards and settings.
 A kept count is used only where its key is this run's. Shards without a manifest have no checksums to key a count

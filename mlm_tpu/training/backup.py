@@ -39,7 +39,7 @@ class BackupRecord:
     """What step-N.json says of its backup."""
 
     step: int
-    loop: dict  # the training loop's state (trainer.LoopState as a dict)
+    loop: dict  # the training loop's state (loop.LoopState as a dict)
     settings: Optional[dict] = None  # the run's settings that decide its result (None: a backup of mlm_tpu 0.3)
     setting_changes: List[dict] = field(default_factory=list)  # settings changed on resume, with their step
     files: Dict[str, dict] = field(default_factory=dict)  # checkpoint file name -> {"bytes", "crc32"}

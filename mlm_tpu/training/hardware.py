@@ -13,7 +13,7 @@ import tf_keras as keras
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.training.config import HardwareConfig
-from mlm_tpu.training.multi_worker import check_cluster, start_strategy
+from mlm_tpu.training.cluster import check_cluster, start_strategy
 
 LOCAL_TPU = "local"  # what a bare --tpu means: the TPU VM this runs on (or Colab's TPU)
 

@@ -115,3 +115,15 @@ def check_resumed_settings(config, recorded: Optional[dict], current: dict, step
     warn(f"{described}{more}: resuming with the change, as --allow-changed-settings says; training_args.json records "
          f"it under run.setting_changes")
     return [*earlier_changes, *changes]
+
+
+def resumed_changes(config, record, global_batch_size: int, shards) -> List[dict]:
+    """The settings changed since the backup `record` (a BackupRecord; `shards`, the training shards), refused unless
+    --allow-changed-settings; compared before anything follows from them, so a change is named as itself (other
+    shards), not by what it breaks (the data order's input pipelines). Their number V is the backup's here:
+    choose_layout checks it, knowing what may change."""
+    config = dataclasses.replace(config, input_pipelines=(record.settings or {}).get("input_pipelines",
+                                                                                      config.input_pipelines))
+    current = result_settings(config, global_batch_size, shards.files, shards.counts)
+    return check_resumed_settings(config, record.settings, current, record.step, config.output_dir,
+                                  record.setting_changes)

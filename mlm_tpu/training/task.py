@@ -1,7 +1,7 @@
 """What a task adds to the trainer: the interface each product line implements (mlm/task.py, electra/task.py,
 t5/*_task.py, encoder/task.py).
 
-The trainer (trainer.py) does what every task shares: strategy, shards, input pipeline, optimizer,
+The trainer (trainer.py, loop.py) does what every task shares: strategy, shards, input pipeline, optimizer,
 the training loop, backups, saving, logs and the Hub. A task says which tokenizer and shards it
 needs, builds its model, turns decoded batches into model inputs (masking, span corruption or
 nothing), scores the model on the validation shards each epoch, and says what its models are on

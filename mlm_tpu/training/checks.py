@@ -1,0 +1,60 @@
+"""A run's settings, tokenizer and output folder, checked before it writes anything: each bad input is one line,
+named as itself, in the order the run meets them (the settings, what the run reads, then where it writes)."""
+
+import os
+from typing import Optional
+
+from mlm_tpu.configuration import check_ranges
+from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.loading import read_model_config
+from mlm_tpu.model_folder.saving import check_training_output_dir
+from mlm_tpu.shards.mixture import members_of
+from mlm_tpu.shards.reading import ShardSet, check_tokenizer
+from mlm_tpu.training.config import TrunkConfig
+from mlm_tpu.training.task import Task, check_base_vocabulary
+
+
+def check_config(config: TrunkConfig, task: Task) -> None:
+    """The settings, and the pretrained model they start from (its type against the task's, before the shards or
+    its tokenizer are read: what follows from a wrong base is not the first thing to report)."""
+    check_ranges(config)
+    task.check(config)
+    if config.output_dir.startswith("gs://"):
+        raise UserError("--output-dir must be a local folder (the backup and save_pretrained write there); "
+                        "push the result with --hub-model-id or copy it to gs:// afterwards")
+    if config.backup_steps and config.backup_steps % config.steps_per_execution:
+        raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
+                        f"{config.steps_per_execution}: a backup can only be written between executions; use "
+                        f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
+    if config.model_name_or_path:
+        task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
+                        f"--model-name-or-path {config.model_name_or_path}")
+
+
+def check_output_folder(config: TrunkConfig) -> None:
+    """Where the run writes, checked once what it reads is."""
+    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
+        raise UserError(f"--output-dir {config.output_dir} is a file, not a folder; choose another --output-dir")
+    check_training_output_dir(config.output_dir)
+
+
+def make_output_dir(path: str) -> None:
+    """The output folder, made by the chief once everything the run reads is checked, and writable."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot create --output-dir {path}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK):
+        raise UserError(f"--output-dir {path} is not writable; choose another --output-dir or fix its permissions")
+
+
+def check_tokenizers(config: TrunkConfig, tokenizer, train_shards: ShardSet,
+                     eval_shards: Optional[ShardSet]) -> None:
+    """The tokenizer the run trains with is the base's (its embeddings), then the one every split (each mixture
+    member) was sharded with (its ids)."""
+    check_base_vocabulary(config, tokenizer)
+    given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
+    for flag, shards in (*(("--train-dataset", member) for member in members_of(train_shards)),
+                         ("--eval-dataset", eval_shards)):
+        if shards:
+            check_tokenizer(shards, tokenizer, flag, given)
