@@ -5,8 +5,9 @@ the features it holds and their lengths, which hold token ids, whether feature n
 without a manifest), and its words for a split of the wrong kind.
 
 A product line owns its kinds (mlm/shard_kind.py, t5/shard_kinds.py, encoder/shard_kinds.py); the registry of
-tasks (tasks.py) gathers them into `ShardKinds`, which the shard command hands to the sharder. The sharder never
-imports a product line, so a new kind of split is a module in its product line and a line in the registry.
+tasks (tasks.py) gathers them into `ShardKinds`, which the shard command hands to the sharder, and a task's plug-in
+to the reader of splits (reading.py, pipeline.py). Neither imports a product line, so a new kind of split is a
+module in its product line and a line in the registry.
 """
 
 import dataclasses
