@@ -63,15 +63,16 @@ def measure(objective: str, work: Path, preset: str, batch_size: int, steps: int
     import tf_keras as keras
     from transformers import create_optimizer
 
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import training_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tasks import make_task
-    from mlm_tpu.tokenizer.load import load_tokenizer
     from mlm_tpu.tasks import TrainingConfig
+    from mlm_tpu.tokenizer.load import load_tokenizer
 
     tokenizer = load_tokenizer(str(work / "tokenizer"))
-    shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
+    shards = find_shards(str(work / "shards" / "train"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(MAX_LENGTH))
     config = TrainingConfig(str(work / "shards" / "train"), output_dir=str(work / "unused"), task=objective,
                             model_config=model_config_of(objective, preset, work), dense_mlm_head=dense_mlm_head)
     task = make_task(objective)

@@ -34,12 +34,13 @@ def main() -> None:
         from transformers import AutoTokenizer
 
         from mlm_tpu.mlm.masking import MlmMasker
-        from mlm_tpu.shards.format import MLM, features_of
+        from mlm_tpu.mlm.shard_kind import MASKED_LM
         from mlm_tpu.shards.layout import BatchLayout
         from mlm_tpu.shards.pipeline import host_training_batches, steps_per_epoch
         from mlm_tpu.shards.reading import find_shards
+        from mlm_tpu.tasks import shard_kinds
 
-        shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, None))
+        shards = find_shards(str(work / "shards" / "train"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(None))
         tokenizer = AutoTokenizer.from_pretrained(work / "tokenizer")
         print(f"{shards.records:,} examples in {len(shards.files)} shards; global batch {GLOBAL_BATCH}", file=sys.stderr)
         reference = pipeline_examples_per_second(our_dataset(shards, tokenizer, GLOBAL_BATCH), GLOBAL_BATCH)

@@ -89,13 +89,14 @@ def main() -> None:
     from mlm_tpu.console import import_tensorflow
 
     import_tensorflow()
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.mixture import MemberCounts, host_mixture_batches, mix
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
     with tempfile.TemporaryDirectory() as work:
-        members = [find_shards(str(folder), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+        members = [find_shards(str(folder), shard_kinds(), TEXT2TEXT_ROWS.name, TEXT2TEXT_ROWS.features(None, None))
                    for folder in write_members(Path(work))]
         mixture = mix(members, ["a", "b", "c"], RATES)
         layout = BatchLayout(PIPELINES, BATCH, 1, 1)

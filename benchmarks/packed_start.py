@@ -58,11 +58,12 @@ def main() -> None:
     from mlm_tpu.console import import_tensorflow
 
     import_tensorflow()
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.packed_rows import packed_rows
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.shards.text2text_packing import packed_steps_per_epoch
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
     from mixture_resume import Seconds
 
     layout, window = BatchLayout(8, 64, 1, 1), 2**18
@@ -75,8 +76,8 @@ def main() -> None:
               "(cache) | now, a resume (backup) |")
         print("| --- | --- | --- | --- |")
         for examples in args.examples:
-            shards = find_shards(str(make_shards(Path(work), examples)), TEXT2TEXT,
-                                 features_of(TEXT2TEXT, None, None))
+            shards = find_shards(str(make_shards(Path(work), examples)), shard_kinds(), TEXT2TEXT_ROWS.name,
+                                 TEXT2TEXT_ROWS.features(None, None))
             if examples == args.examples[0]:
                 packed_steps_per_epoch(shards, layout, seed=42, window=window)  # TensorFlow's one-off start-up
             reference = Seconds(lambda: packed_steps_per_epoch(shards, layout, seed=42, window=window),

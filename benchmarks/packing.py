@@ -46,18 +46,19 @@ def measure(folder: Path, model_config: str, batch_size: int, steps: int, pack: 
     import tf_keras as keras
     from transformers import TFT5ForConditionalGeneration
 
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
+    from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.pipeline import training_batches
     from mlm_tpu.shards.reading import find_shards
-    from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.text2text_packing import host_packed_batches, packed_steps_per_epoch
     from mlm_tpu.t5.presets import config_for
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
     from mlm_tpu.t5.text2text_task import Text2TextTask
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import load_tokenizer
     from mlm_tpu.training.optimizers import Adafactor
     from train_throughput import own_loop_seconds_per_step
 
-    shards = find_shards(str(folder / "train"), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    shards = find_shards(str(folder / "train"), shard_kinds(), TEXT2TEXT_ROWS.name, TEXT2TEXT_ROWS.features(None, None))
     tokenizer = load_tokenizer(str(folder.parent / "tokenizer"))
     keras.utils.set_random_seed(0)
     model = TFT5ForConditionalGeneration.from_config(config_for(model_config, tokenizer))

@@ -52,9 +52,10 @@ def main() -> None:
 
     import_tensorflow()
     from mlm_tpu.mlm.masking import MlmMasker
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import training_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     with tempfile.TemporaryDirectory() as work:
@@ -67,7 +68,8 @@ def main() -> None:
                          "--max-length", str(MAX_LENGTH), "--shard-size", "500", "--output-dir", work / "shards"]):
             subprocess.run([sys.executable, *map(str, command)], check=True, env=env, capture_output=True, cwd=ROOT)
         tokenizer = load_tokenizer(str(work / "tokenizer"))
-        shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
+        shards = find_shards(str(work / "shards" / "train"), shard_kinds(), MASKED_LM.name,
+                             MASKED_LM.features(MAX_LENGTH))
         per_epoch = shards.records // BATCH
         print(f"{shards.records:,} examples of {MAX_LENGTH} tokens in {len(shards.files)} shards; batch {BATCH}: "
               f"{per_epoch} steps per epoch. Seconds to the first batch after resuming at step N:")

@@ -139,12 +139,13 @@ def measure(method: str, work: Path, model_config: str, steps: int, batch_size: 
     from transformers import TFAutoModelForMaskedLM, create_optimizer
 
     from mlm_tpu.mlm.presets import config_for
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     tokenizer = load_tokenizer(str(work / "tokenizer"))
-    shards = find_shards(str(work / "shards" / "train"), MLM, features_of(MLM, MAX_LENGTH))
+    shards = find_shards(str(work / "shards" / "train"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(MAX_LENGTH))
     make_dataset = reference_dataset if method == "reference" else our_dataset
     figures = {"pipeline": pipeline_examples_per_second(make_dataset(shards, tokenizer, batch_size), batch_size)}
     keras.utils.set_random_seed(0)

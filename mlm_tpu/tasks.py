@@ -46,12 +46,17 @@ from mlm_tpu.training.task import Head
 class TaskDeclaration:
     """Everything the shared code knows of a task: its plug-in (module, class of a training.task.Task), its settings
     (a dataclass of fields made with `setting()`: the flags of `train --task <name>`), the kind of shards it trains on
-    (mlm_tpu.shards.format.KINDS) and, where its saved models' head says which task made them, that head."""
+    (a name in SHARD_KINDS) and, where its saved models' head says which task made them, that head."""
 
     plug_in: Tuple[str, str]
     settings: type
     shard_kind: str
     head: Optional[Head] = None
+
+    @staticmethod
+    def shard_kinds():
+        """Every kind of split, which its plug-in hands to the reading of splits (they never import the registry)."""
+        return shard_kinds()
 
 
 TASKS_DECLARED: Dict[str, TaskDeclaration] = {
@@ -220,7 +225,7 @@ def export_saved_model(config) -> str:
 
 
 def plug_in_of_split(kind: str, task: Optional[str] = None):
-    """The plug-in of `task`, else of the first task that trains on splits of `kind` (mlm_tpu.shards.format.KINDS):
+    """The plug-in of `task`, else of the first task that trains on splits of `kind` (a name in SHARD_KINDS):
     what inspection shows a split through."""
     if task is not None:
         plug_in = make_task(task)

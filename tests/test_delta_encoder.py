@@ -66,7 +66,8 @@ def built_adapter(work, method: str, family: str, run: str) -> Path:
         model_name_or_path=str(work.bases[family]), learning_rate=1e-2, warmup_steps=0))
     task = training_task(config)
     tokenizer = task.load_tokenizer(config)
-    train = find_shards(config.train_dataset, task.shard_kind, task.features(None, None), "--train-dataset")
+    train = find_shards(config.train_dataset, task.shard_kinds, task.shard_kind, task.features(None, None),
+                        "--train-dataset")
     task.prepare(config, tokenizer, train, None)
     model, optimizer = build_model_and_optimizer(config, task, tokenizer, train, Plan(16, 10, 1, 10))
     before = {id(variable): variable.numpy() for variable in model.weights}

@@ -420,7 +420,7 @@ def test_the_tfidf_floor_reads_what_the_model_reads_and_reports_the_whole_text_f
     from mlm_tpu.downstream.report import format_table, task_entry, with_mean
     from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
     from mlm_tpu.configuration import to_dict
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     train_rows, dev_rows = late_word_rows(160, 0), late_word_rows(80, 1)

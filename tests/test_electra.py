@@ -488,12 +488,13 @@ def test_the_folder_holds_the_discriminator_and_the_generator_each_loading_in_tr
 @pytest.mark.slow  # trains (the module's runs)
 def test_inspect_shows_the_whole_words_masked_and_the_tokens_the_generator_replaced(electra_runs, shards,
                                                                                     wikitext_tokenizer):
-    from mlm_tpu.tasks import plug_in_of_split
+    from mlm_tpu.tasks import plug_in_of_split, shard_kinds
     from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
 
     examples = examples_as_fed(InspectionConfig(str(shards / "validation"), str(wikitext_tokenizer[0]),
                                                 num_examples=4, masking="whole-word", task="electra",
-                                                model=str(electra_runs[0] / "uninterrupted")), plug_in_of_split)
+                                                model=str(electra_runs[0] / "uninterrupted")), shard_kinds(),
+                               plug_in_of_split)
     assert set(examples[0]) == {"input_ids", "labels", "masked_lm_positions", "targets_left_out", "masked",
                                 "discriminator_input_ids", "replaced"}  # the sparse head's slots, as training's
     for example in examples:  # every word masked whole (⟦word⟧), none in part (un⟦believ⟧ably)

@@ -34,13 +34,14 @@ def test_figures_match_a_hand_computation(scores, trained_mlm, shards):
     from transformers import AutoTokenizer, TFAutoModelForMaskedLM
 
     from mlm_tpu.mlm.masking import MlmMasker
-    from mlm_tpu.shards.format import features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
     model = TFAutoModelForMaskedLM.from_pretrained(trained_mlm[0], use_safetensors=False)  # transformers#40028
     tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])
-    shard_set = find_shards(str(shards / "validation"), "mlm", features_of("mlm", MAX_LENGTH))
+    shard_set = find_shards(str(shards / "validation"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(MAX_LENGTH))
     steps = math.ceil(shard_set.records / 8)
     batches = evaluation_batches(shard_set, 8, MlmMasker(tokenizer, 0.15, seed=42)).take(steps)
     loss_sum = masked = correct = 0.0
@@ -72,16 +73,17 @@ def test_the_table_form_whole_word_masks_and_bad_input(scores, trained_mlm, shar
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.masking import Masking
-    from mlm_tpu.shards.format import features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
     table = evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--masking", "whole-word")
     assert table.returncode == 0, table.stderr[-3000:]
     figures = dict(line.rsplit(None, 1) for line in table.stdout.splitlines())
     assert {"examples", "masked tokens", "loss", "perplexity", "masked accuracy"} <= set(figures)
     tokenizer = AutoTokenizer.from_pretrained(trained_mlm[0])  # the masks of --masking whole-word, made here
-    shard_set = find_shards(str(shards / "validation"), "mlm", features_of("mlm", MAX_LENGTH))
+    shard_set = find_shards(str(shards / "validation"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(MAX_LENGTH))
     masker = Masking("whole-word").masker(tokenizer, seed=42)
     masked = sum(int(np.sum(batch["labels"].numpy() != -100)) for batch in
                  evaluation_batches(shard_set, 8, masker).take(math.ceil(shard_set.records / 8)))

@@ -64,11 +64,13 @@ def host_batches():
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.masking import MlmMasker
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import host_training_batches, steps_per_epoch
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
-    shards = find_shards(str(FIXTURES / "shards" / "validation"), MLM, features_of(MLM, None))
+    shards = find_shards(str(FIXTURES / "shards" / "validation"), shard_kinds(), MASKED_LM.name,
+                         MASKED_LM.features(None))
     tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "tokenizer")
 
     def global_batches(pipelines: int, hosts: int, replicas: int, steps: int, start: int = 0):

@@ -96,13 +96,14 @@ def test_token_masking_is_the_masking_of_before_bit_for_bit(probability, slots, 
     """The digests of masked batches that the code before --masking made (commit dd0af2d) for the same rows, seed and
     step: the default masking, its 80/10/10 and the sparse head's slots have not moved by a bit."""
     from mlm_tpu.mlm.masking import MlmMasker
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     tokenizer = load_tokenizer(str(FIXTURES / "tokenizer"))
-    shards = find_shards(str(FIXTURES / "shards" / "validation"), MLM, features_of(MLM, 32))
+    shards = find_shards(str(FIXTURES / "shards" / "validation"), shard_kinds(), MASKED_LM.name, MASKED_LM.features(32))
     rows = next(iter(evaluation_batches(shards, 16, None, len(tokenizer))))
     batch = MlmMasker(tokenizer, probability, seed=3, prediction_slots=slots, masking="token", mask_replace_prob=0.8,
                       random_replace_prob=0.1)(step, rows)

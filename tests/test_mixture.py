@@ -82,15 +82,17 @@ def test_examples_proportional_mixing_with_a_limit():
     """--mixture-maximum K: a member counts as min(size, K) examples, before the temperature (SeqIO's
     rate_num_examples(maximum=K)), through the flags as the trainer mixes its folders."""
     from mlm_tpu.cli.train import build_config, build_parser
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.mixture import find_training_mixture, mixture_rates
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
     assert mixture_rates("examples", [600, 300, 100], maximum=200) == pytest.approx([0.4, 0.4, 0.2])
     assert mixture_rates("examples", [900, 100], temperature=2.0, maximum=400) == pytest.approx([2 / 3, 1 / 3])
     assert mixture_rates("examples", [600, 300], maximum=1000) == pytest.approx([2 / 3, 1 / 3])
     folders = [str(T5_SHARDS / split) for split in ("train", "validation")]  # 60 and 20 examples
-    found = [find_shards(folder, TEXT2TEXT, features_of(TEXT2TEXT, None, None)) for folder in folders]
+    found = [find_shards(folder, shard_kinds(), TEXT2TEXT_ROWS.name,
+                         TEXT2TEXT_ROWS.features(None, None)) for folder in folders]
 
     def flags(*more):
         return build_config(build_parser().parse_args(["--output-dir", "out", *more]))
@@ -127,12 +129,14 @@ T5_SHARDS = Path(__file__).parent / "fixtures" / "made-by-0.2" / "t5-shards"
 def test_a_mixtures_batches_take_each_row_from_the_drawn_member_and_resume_at_any_step():
     """Two splits mixed 0.7/0.3: every row of every batch is an example of the member the sampler drew for it, each
     member's examples come in its own order, and a pipeline started at step 9 gives what the first gave from 9."""
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.mixture import MemberCounts, host_mixture_batches, member_order, mix
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
-    members = [find_shards(str(T5_SHARDS / split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    members = [find_shards(str(T5_SHARDS / split), shard_kinds(), TEXT2TEXT_ROWS.name,
+                           TEXT2TEXT_ROWS.features(None, None))
                for split in ("train", "validation")]
     mixture = mix(members, ["train", "validation"], [0.7, 0.3])
     assert mixture.records == 80 and [m["rate"] for m in mixture.describe()] == [0.7, 0.3]
@@ -186,13 +190,15 @@ def test_a_mixtures_global_batches_are_the_same_on_any_number_of_hosts_and_repli
     import tensorflow as tf
 
     from conftest import assert_same_batches, global_batches
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.mixture import host_mixture_batches, member_order, mix
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
     folders = write_members(tmp_path, [[6, 5, 7], [4, 3]])
-    members = [find_shards(str(folder), TEXT2TEXT, features_of(TEXT2TEXT, None, None)) for folder in folders]
+    members = [find_shards(str(folder), shard_kinds(), TEXT2TEXT_ROWS.name,
+                           TEXT2TEXT_ROWS.features(None, None)) for folder in folders]
     mixture = mix(members, ["a", "b"], [0.6, 0.4])
 
     def marked(seed):  # a transform keyed like masks: (seed + virtual pipeline, step)

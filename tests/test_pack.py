@@ -17,10 +17,11 @@ def examples(short_shards):
     """Every training example of those shards, decoded."""
     import tensorflow as tf
 
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
-    shards = find_shards(str(short_shards), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    shards = find_shards(str(short_shards), shard_kinds(), TEXT2TEXT_ROWS.name, TEXT2TEXT_ROWS.features(None, None))
     schema = {name: tf.io.FixedLenFeature([length], tf.int64) for name, length in shards.features.items()}
     records = tf.data.TFRecordDataset(shards.files).batch(1000).get_single_element()
     return shards, {name: tf.cast(values, tf.int32) for name, values in tf.io.parse_example(records, schema).items()}
@@ -187,15 +188,16 @@ def test_the_packed_row_count_is_kept_and_used_only_for_the_same_shards_and_sett
     manifest) have no key, and nothing is kept for them."""
     import shutil
 
-    from mlm_tpu.shards.format import TEXT2TEXT, features_of
     from mlm_tpu.shards.layout import BatchLayout
     from mlm_tpu.shards.packed_rows import count_key, packed_rows, steps_of
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
 
     monkeypatch.setenv("MLM_TPU_CACHE", str(tmp_path / "cache"))
     split = tmp_path / "train"
     shutil.copytree(short_shards, split)
-    shards = find_shards(str(split), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    shards = find_shards(str(split), shard_kinds(), TEXT2TEXT_ROWS.name, TEXT2TEXT_ROWS.features(None, None))
     layout = BatchLayout(2, 4, 1, 1)
     counted = packed_rows(shards, layout, seed=3, window=16)
     assert len(counted["rows"]) == 2 and steps_of(counted, layout) == min(counted["rows"]) // 2

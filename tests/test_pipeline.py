@@ -27,11 +27,13 @@ def pipeline():
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.masking import MlmMasker
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import training_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
-    shards = find_shards(str(FIXTURES / "shards" / "validation"), MLM, features_of(MLM, None))
+    shards = find_shards(str(FIXTURES / "shards" / "validation"), shard_kinds(), MASKED_LM.name,
+                         MASKED_LM.features(None))
     tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "tokenizer")
 
     def batches(start=0, seed=7, window=64, masked=True):
@@ -65,11 +67,12 @@ from mlm_tpu.training.hardware import split_cpu
 strategy = split_cpu(2)
 from transformers import AutoTokenizer
 from mlm_tpu.mlm.masking import MlmMasker
-from mlm_tpu.shards.format import MLM, features_of
+from mlm_tpu.mlm.shard_kind import MASKED_LM
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.pipeline import distributed_dataset, host_training_batches, next_per_replica
 from mlm_tpu.shards.reading import find_shards
-shards = find_shards(sys.argv[1] + "/shards/validation", MLM, features_of(MLM, None))
+from mlm_tpu.tasks import shard_kinds
+shards = find_shards(sys.argv[1] + "/shards/validation", shard_kinds(), MASKED_LM.name, MASKED_LM.features(None))
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1] + "/tokenizer")
 def steps(start, count):
     layout = BatchLayout(1, 16, 1, 2)

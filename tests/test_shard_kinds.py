@@ -1,18 +1,22 @@
 """A kind of split is one object (shards/kinds.py) that a product line owns and the registry of tasks gathers: the
-sharder is handed the kinds and knows none of them, so a new kind needs no change to shards/."""
+sharder and the reader are handed the kinds and know none of them, so a new kind needs no change to shards/."""
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.errors import UserError
+from mlm_tpu.mlm.shard_kind import MASKED_LM
 from mlm_tpu.shards.config import ShardingConfig
 from mlm_tpu.shards.kinds import ShardKind, ShardKinds
 from mlm_tpu.shards.packing import PackedExamples
 from mlm_tpu.shards.sharding import check_config, shard_corpus
 from mlm_tpu.tasks import SHARD_KINDS, TASKS, make_task, shard_kinds
+
+FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
 
 
 class TwoChoices(PackedExamples):
@@ -31,6 +35,12 @@ class TwoChoices(PackedExamples):
 class MultipleChoiceKind(ShardKind):
     name = "multiple-choice"
     flags = {"source_prefix": "--source-prefix"}
+    examples = "pairs of choices"
+    trained_with = "--task multiple-choice"
+    how_to_make = "`python -m mlm_tpu.shard --task multiple-choice`"
+
+    def features(self, length, target_length=None) -> dict:
+        return {name: None if length is None else 2 * length for name in ("input_ids", "attention_mask")}
 
     def example_maker(self, config, tokenizer, threads: int) -> TwoChoices:
         return TwoChoices(tokenizer, threads, config.max_length)
@@ -42,10 +52,20 @@ class MultipleChoiceKind(ShardKind):
         return f"pairs of {config.max_length}-token choices"
 
 
-def test_a_kind_defined_outside_shards_is_sharded_with_its_own_features_and_settings(wikitext_tokenizer, tmp_path):
-    config = ShardingConfig(str(wikitext_tokenizer[0]), str(tmp_path / "out"), task="multiple-choice", max_length=16,
-                            corpus=CorpusSource(builtin_corpus="pydoc-topics", split="validation"), shard_size=50)
-    manifest = shard_corpus(config, ShardKinds([MultipleChoiceKind()], {}))
+MULTIPLE_CHOICE = MultipleChoiceKind()
+
+
+@pytest.fixture(scope="module")
+def multiple_choice(wikitext_tokenizer, tmp_path_factory):
+    """(the split's folder, its manifest) of a multiple-choice split of 16-token choices."""
+    config = ShardingConfig(str(wikitext_tokenizer[0]), str(tmp_path_factory.mktemp("multiple-choice") / "out"),
+                            task="multiple-choice", max_length=16, shard_size=50,
+                            corpus=CorpusSource(builtin_corpus="pydoc-topics", split="validation"))
+    return f"{config.output_dir}/validation", shard_corpus(config, ShardKinds([MULTIPLE_CHOICE], {}))
+
+
+def test_a_kind_defined_outside_shards_is_sharded_with_its_own_features_and_settings(multiple_choice):
+    _, manifest = multiple_choice
     assert manifest["features"] == {name: {"dtype": "int64", "length": 32} for name in ("input_ids", "attention_mask")}
     assert manifest["settings"]["task"] == "multiple-choice" and manifest["settings"]["choices"] == 2
     assert manifest["records"] == manifest["corpus_tokens"] // 16 > 50
@@ -89,3 +109,32 @@ def test_every_task_and_every_shard_command_choice_has_a_kind():
         "mlm", "text2text", "text2text", "text2text", "span-corruption", "sequence-classification",
         "token-classification"]
     assert {make_task(name).shard_kind for name in TASKS} == set(SHARD_KINDS) == set(kinds.kinds)
+
+
+def test_a_kind_defined_outside_shards_is_read_back_with_its_own_features_and_words(multiple_choice,
+                                                                                     wikitext_tokenizer):
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.shards.pipeline import evaluation_batches
+    from mlm_tpu.shards.reading import find_shards
+
+    folder, manifest = multiple_choice
+    kinds = ShardKinds([*shard_kinds().kinds.values(), MULTIPLE_CHOICE], {})
+    shards = find_shards(folder, kinds, "multiple-choice", MULTIPLE_CHOICE.features(16))
+    assert shards.kind is MULTIPLE_CHOICE and shards.features == {"input_ids": 32, "attention_mask": 32}
+    assert shards.records == manifest["records"]
+    tokenizer = AutoTokenizer.from_pretrained(str(wikitext_tokenizer[0]))
+    batch = next(iter(evaluation_batches(shards, 4, None, vocab_size=len(tokenizer))))
+    assert {name: tuple(values.shape) for name, values in batch.items()} == {"input_ids": (4, 32),
+                                                                            "attention_mask": (4, 32)}
+    choices = batch["input_ids"].numpy()
+    assert (choices[:, 16:] == choices[:, 15::-1]).all()  # the second choice is the first reversed, as written
+    assert find_shards(folder, kinds, None, None).kind is MULTIPLE_CHOICE  # what inspection and fine-tuning ask
+    with pytest.raises(UserError, match=f"^--train-dataset: the shards in {folder} are pairs of choices, which train "
+                                        "with --task multiple-choice; make shards for this task with "
+                                        r"`python -m mlm_tpu.shard` \(--task mlm\)$"):
+        find_shards(folder, kinds, "mlm", MASKED_LM.features(16))
+    masked_lm = str(FIXTURES / "shards" / "validation")
+    with pytest.raises(UserError, match="are masked-LM examples, which train with --task mlm; make shards for this "
+                                        "task with `python -m mlm_tpu.shard --task multiple-choice`$"):
+        find_shards(masked_lm, kinds, "multiple-choice", MULTIPLE_CHOICE.features(None))

@@ -20,11 +20,13 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def rows(tokenizer):
     """The first ROWS rows of the fixture's validation shards, unmasked."""
-    from mlm_tpu.shards.format import MLM, features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
-    shards = find_shards(str(FIXTURES / "shards" / "validation"), MLM, features_of(MLM, LENGTH))
+    shards = find_shards(str(FIXTURES / "shards" / "validation"), shard_kinds(), MASKED_LM.name,
+                         MASKED_LM.features(LENGTH))
     return next(iter(evaluation_batches(shards, ROWS, None, len(tokenizer))))
 
 

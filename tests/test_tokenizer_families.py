@@ -237,7 +237,7 @@ def trained(families, wikitext_path, tmp_path_factory):
 @pytest.mark.parametrize("name", ["bpe", "wordpiece"])
 def test_shard_train_inspect_and_fill_mask_work_with_the_family(name, families, trained):
     """The model folder keeps the family's tokenizer class and fills masks written either way."""
-    from mlm_tpu.tasks import plug_in_of_split
+    from mlm_tpu.tasks import plug_in_of_split, shard_kinds
     from mlm_tpu.training.inspection import InspectionConfig, examples_as_fed
 
     model, shards = trained(name)
@@ -247,7 +247,8 @@ def test_shard_train_inspect_and_fill_mask_work_with_the_family(name, families, 
     for (candidates,) in mlm_tpu.fill_mask(str(model), sentences, top_k=3):
         assert len(candidates) == 3 and all(c["sequence"].startswith("Paris is the") for c in candidates)
     if name == "bpe":  # <mask>, not [MASK]
-        shown = examples_as_fed(InspectionConfig(str(shards), str(families[name]), 1), plug_in_of_split)[0]
+        shown = examples_as_fed(InspectionConfig(str(shards), str(families[name]), 1), shard_kinds(),
+                                plug_in_of_split)[0]
         assert tokenizer.mask_token in shown["input_ids"]["text"] and shown["labels"]["ids"]
 
 

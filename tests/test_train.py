@@ -165,15 +165,16 @@ def test_the_hub_push_commits_config_weights_and_tokenizer(shards, wikitext_toke
 def test_shards_made_by_mlm_tpu_0_1_are_still_read(shards, tmp_path):
     """Its manifest listed each feature's type only."""
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
-    from mlm_tpu.shards.format import features_of
+    from mlm_tpu.mlm.shard_kind import MASKED_LM
     from mlm_tpu.shards.reading import find_shards
+    from mlm_tpu.tasks import shard_kinds
 
     old = tmp_path / "validation"
     shutil.copytree(shards / "validation", old)
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["features"] = {"input_ids": "int64", "attention_mask": "int64"}
     (old / "manifest.json").write_text(json.dumps(manifest))
-    found = find_shards(str(old), "mlm", features_of("mlm", None), "--eval-dataset")
+    found = find_shards(str(old), shard_kinds(), MASKED_LM.name, MASKED_LM.features(None), "--eval-dataset")
     assert found.features == {"input_ids": MAX_LENGTH, "attention_mask": MAX_LENGTH}
 
 

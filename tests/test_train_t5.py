@@ -45,18 +45,20 @@ def test_the_class_path_returns_one_integer_per_example_and_no_logits(trained_cl
     import tensorflow as tf
     from transformers import TFT5ForConditionalGeneration
 
-    from mlm_tpu.shards.format import features_of
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
     from mlm_tpu.t5.classification import ClassificationScorer, LabelSet, predict_classes
-    from mlm_tpu.training.evaluation import PredictionValidation
+    from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
+    from mlm_tpu.tasks import shard_kinds
     from mlm_tpu.tokenizer.load import load_tokenizer
+    from mlm_tpu.training.evaluation import PredictionValidation
 
     model = TFT5ForConditionalGeneration.from_pretrained(trained_classifier[0], use_safetensors=False)
     settings = model.config.task_specific_params["mlm_tpu_text2text"]
     labels = LabelSet.from_names(settings["labels"], load_tokenizer(str(trained_classifier[0])))
     assert labels.token_ids == settings["label_token_ids"]
-    shards = find_shards(str(quality_shards / "validation"), "text2text", features_of("text2text", 48, 4))
+    shards = find_shards(str(quality_shards / "validation"), shard_kinds(), TEXT2TEXT_ROWS.name,
+                         TEXT2TEXT_ROWS.features(48, 4))
     batch = next(iter(evaluation_batches(shards, 8, None)))
     classes = predict_classes(model, batch["input_ids"], batch["attention_mask"], tf.constant(labels.token_ids))
     assert classes.shape == (8,) and classes.dtype == tf.int32

@@ -11,18 +11,24 @@ import pytest
 
 import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import (IGNORE_INDEX, MLM, SPAN_CORRUPTION, TEXT2TEXT, feature_lengths, features_of,
-                                   kind_of, kind_of_manifest, shard_name, SHARD_COUNT)
+from mlm_tpu.encoder.shard_kinds import SEQUENCE_CLASSIFICATION_ROWS, TOKEN_CLASSIFICATION_ROWS
+from mlm_tpu.mlm.shard_kind import MASKED_LM
+from mlm_tpu.shards.format import IGNORE_INDEX, MLM, TEXT2TEXT, feature_lengths, shard_name, SHARD_COUNT
+from mlm_tpu.t5.shard_kinds import SPAN_CORRUPTION_ROWS, TEXT2TEXT_ROWS
+from mlm_tpu.tasks import shard_kinds
 
 FIXTURES = Path(__file__).parent / "fixtures" / "made-by-0.2"
 
 
 def test_each_kind_of_split_has_its_features():
-    assert features_of(MLM, 128) == {"input_ids": 128, "attention_mask": 128}
-    assert features_of(TEXT2TEXT, 512, 8) == {"input_ids": 512, "attention_mask": 512, "labels": 8}
-    assert features_of(SPAN_CORRUPTION, 568) == {"input_ids": 568}
-    for kind in (MLM, TEXT2TEXT, SPAN_CORRUPTION):
-        assert kind_of(features_of(kind, 8, 8)) == kind
+    assert MASKED_LM.features(128) == {"input_ids": 128, "attention_mask": 128}
+    assert TEXT2TEXT_ROWS.features(512, 8) == {"input_ids": 512, "attention_mask": 512, "labels": 8}
+    assert SPAN_CORRUPTION_ROWS.features(568) == {"input_ids": 568}
+    assert SEQUENCE_CLASSIFICATION_ROWS.features(64) == {"input_ids": 64, "attention_mask": 64, "token_type_ids": 64,
+                                                         "labels": 1}
+    assert TOKEN_CLASSIFICATION_ROWS.features(64)["labels"] == 64
+    for kind in (MASKED_LM, TEXT2TEXT_ROWS, SPAN_CORRUPTION_ROWS):  # the kinds older shards without a manifest hold
+        assert shard_kinds().holding(kind.features(8, 8)) is kind
 
 
 def test_names_carry_their_counts_as_the_reference_regex_reads_them():
@@ -31,10 +37,10 @@ def test_names_carry_their_counts_as_the_reference_regex_reads_them():
 
 def test_manifests_of_every_version_say_their_kind_and_lengths():
     manifest = json.loads((FIXTURES / "t5-shards" / "train" / "manifest.json").read_text())
-    assert kind_of_manifest(manifest) == TEXT2TEXT
+    assert shard_kinds().of_manifest(manifest) is TEXT2TEXT_ROWS
     assert feature_lengths(manifest) == {"input_ids": 16, "attention_mask": 16, "labels": 4}
     old = {"settings": {"max_length": 64}, "features": {"input_ids": "int64", "attention_mask": "int64"}}  # 0.1
-    assert kind_of_manifest(old) == MLM and feature_lengths(old) == {"input_ids": 64, "attention_mask": 64}
+    assert shard_kinds().of_manifest(old) is MASKED_LM and feature_lengths(old) == {"input_ids": 64, "attention_mask": 64}
 
 
 def test_a_masked_lm_config_is_fitted_to_the_tokenizer_and_the_length():
@@ -141,7 +147,7 @@ def test_each_task_reads_its_kind_of_shards_and_refuses_the_others_settings(task
     from mlm_tpu.tasks import TrainingConfig
 
     plug_in = make_task(task)
-    assert plug_in.shard_kind == kind and plug_in.features(8, 4) == features_of(kind, 8, 4)
+    assert plug_in.shard_kind == kind and plug_in.features(8, 4) == shard_kinds().kinds[kind].features(8, 4)
     value = {"labels": ("a", "b"), "mlm_probability": 0.2, "max_predictions_per_seq": 20, "dense_mlm_head": True,
              "masking": "span", "max_target_length": 8, "metric_for_best_model": "loss"}
     flag = f"--{setting.replace('_', '-')}"
@@ -234,7 +240,8 @@ def test_a_batch_decodes_to_the_model_inputs_as_written():
     from mlm_tpu.shards.pipeline import evaluation_batches
     from mlm_tpu.shards.reading import find_shards
 
-    shards = find_shards(str(FIXTURES / "t5-shards" / "validation"), TEXT2TEXT, features_of(TEXT2TEXT, None, None))
+    shards = find_shards(str(FIXTURES / "t5-shards" / "validation"), shard_kinds(), TEXT2TEXT,
+                         TEXT2TEXT_ROWS.features(None, None))
     batch = next(iter(evaluation_batches(shards, 32, None)))
     assert {name: (tensor.shape, tensor.dtype.name) for name, tensor in batch.items()} == {
         "input_ids": ((32, 16), "int32"), "attention_mask": ((32, 16), "int32"), "labels": ((32, 4), "int32")}

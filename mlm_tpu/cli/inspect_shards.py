@@ -38,9 +38,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.in
     args = build_parser(prog).parse_args(argv)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    from mlm_tpu.tasks import plug_in_of_split
+    from mlm_tpu.tasks import plug_in_of_split, shard_kinds
 
-    for number, example in enumerate(examples_as_fed(FLAGS.build(args), plug_in_of_split), start=1):
+    for number, example in enumerate(examples_as_fed(FLAGS.build(args), shard_kinds(), plug_in_of_split), start=1):
         if args.json:
             print(json.dumps(example, ensure_ascii=False))
             continue

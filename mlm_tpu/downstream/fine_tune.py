@@ -6,8 +6,8 @@ from typing import Optional, Sequence
 from mlm_tpu.configuration import check_ranges, from_keywords
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
+from mlm_tpu.encoder.shard_kinds import SEQUENCE_CLASSIFICATION_ROWS, TOKEN_CLASSIFICATION_ROWS
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import ENCODER_KINDS
 from mlm_tpu.shards.reading import find_shards
 
 
@@ -18,17 +18,19 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
     training settings, named as the flags (they override the protocol's). See `mlm_tpu.api.fine_tune`."""
     protocol = protocol or FineTuningProtocol()
     check_ranges(protocol)
-    kind = find_shards(train_dataset, None, None, "--train-dataset").kind
-    if kind not in ENCODER_KINDS:
-        raise UserError(f"--train-dataset {train_dataset} holds {kind} shards; fine-tuning takes "
+    from mlm_tpu.tasks import shard_kinds, training_task
+
+    kind = find_shards(train_dataset, shard_kinds(), None, None, "--train-dataset").kind
+    if kind not in (SEQUENCE_CLASSIFICATION_ROWS, TOKEN_CLASSIFICATION_ROWS):
+        raise UserError(f"--train-dataset {train_dataset} holds {kind.name} shards; fine-tuning takes "
                         "sequence-classification or token-classification shards")
     import_tensorflow()
     quiet_libraries()
-    from mlm_tpu.tasks import training_task
     from mlm_tpu.training.config import TrainingConfig
     from mlm_tpu.training.trainer import train
 
-    config = from_keywords(TrainingConfig, {**protocol.training_settings(), "task": kind, "eval_dataset": eval_dataset,
+    config = from_keywords(TrainingConfig, {**protocol.training_settings(), "task": kind.name,
+                                            "eval_dataset": eval_dataset,
                                             "model_name_or_path": model_name_or_path, "seed": seed, **settings,
                                             "train_dataset": train_dataset, "output_dir": output_dir})
-    return FineTuningResult.of_training(train(config, training_task(config), callbacks), kind, seed)
+    return FineTuningResult.of_training(train(config, training_task(config), callbacks), kind.name, seed)

@@ -43,7 +43,7 @@ def tfidf_floor(train: CorpusSource, validation: CorpusSource, input_column: str
     `max_length` tokens, as the fine-tuning inputs are made; beside them, when some texts were cut, its scores on the
     whole texts (on IMDB at 64 tokens: about 70 against 84). {"scores", "texts_cut": cut rows (training, dev),
     "whole_text_scores" (only when some were cut)}."""
-    from mlm_tpu.shards.labelled import FixedLengthEncoder
+    from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder
 
     columns = (input_column, *([pair_column] if pair_column else []), target_column)
     train_texts, train_labels = read_rows(train, columns)

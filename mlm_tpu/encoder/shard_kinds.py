@@ -17,6 +17,20 @@ class LabelledKind(ShardKind):
 
     token_level: bool
     flags = {"input_columns": "--input-column", "target_column": "--target-column", "labels": "--labels"}
+    labelled = True
+
+    @property
+    def trained_with(self) -> str:
+        return f"--task {self.name}"
+
+    @property
+    def how_to_make(self) -> str:
+        return f"`python -m mlm_tpu.shard --task {self.name}`"
+
+    def features(self, length, target_length=None) -> dict:
+        """Its inputs, and a label per example (sequences) or per token (tokens)."""
+        return {"input_ids": length, "attention_mask": length, "token_type_ids": length,
+                "labels": length if self.token_level else 1}
 
     def check(self, config) -> None:
         if len(config.input_columns) != 1 or not config.target_column:
@@ -60,6 +74,7 @@ class LabelledKind(ShardKind):
 class SequenceClassificationKind(LabelledKind):
     name = SEQUENCE_CLASSIFICATION
     token_level = False
+    examples = "texts (or pairs) with a label each"
     flags = {**LabelledKind.flags, "pair_column": "--pair-column", "problem_type": "--problem-type"}
 
     def example_maker(self, config, tokenizer, threads: int) -> SequenceExamples:
@@ -77,6 +92,7 @@ class SequenceClassificationKind(LabelledKind):
 class TokenClassificationKind(LabelledKind):
     name = TOKEN_CLASSIFICATION
     token_level = True
+    examples = "words with a tag each"
 
     def example_maker(self, config, tokenizer, threads: int) -> TokenExamples:
         return TokenExamples(tokenizer, threads, config.max_length, config.input_columns[0], config.target_column,

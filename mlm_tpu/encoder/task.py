@@ -21,7 +21,6 @@ from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
-from mlm_tpu.shards.format import features_of
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.evaluation import PredictionValidation
@@ -98,7 +97,7 @@ class EncoderTask(Task):
         return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
-        return features_of(self.shard_kind, max_length)
+        return self.split_kind.features(max_length)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         self.labels = split_labels(train, "--train-dataset", self.token_level)

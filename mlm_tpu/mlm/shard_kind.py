@@ -8,6 +8,15 @@ from mlm_tpu.shards.packing import PackedExamples
 
 class MaskedLmKind(ShardKind):
     name = MLM
+    examples = "masked-LM examples"
+    trained_with = "--task mlm"
+    how_to_make = "`python -m mlm_tpu.shard` (--task mlm)"
+
+    def features(self, length, target_length=None) -> dict:
+        return {"input_ids": length, "attention_mask": length}
+
+    def holds(self, feature_names) -> bool:
+        return "attention_mask" in feature_names and "labels" not in feature_names
 
     def example_maker(self, config, tokenizer, threads: int) -> PackedExamples:
         return PackedExamples(tokenizer, threads, config.max_length)

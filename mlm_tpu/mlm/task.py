@@ -21,7 +21,8 @@ from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.loading import longest_input
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for
-from mlm_tpu.shards.format import IGNORE_INDEX, MLM, features_of
+from mlm_tpu.mlm.shard_kind import MASKED_LM
+from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
@@ -65,7 +66,7 @@ class MaskedLmTask(Task):
         return tokenizer
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
-        return features_of(MLM, max_length)
+        return MASKED_LM.features(max_length)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         self._set_masking(config, tokenizer)

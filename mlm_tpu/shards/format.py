@@ -1,11 +1,12 @@
-"""The shard format, both sides of it: file names, the manifest, and the features each kind of split holds.
+"""The shard format, both sides of it: file names and the manifest.
 
 The writer (sharding.py, writer.py) and the reader (reading.py, pipeline.py) take these from
-here; nothing else spells them. A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>`
+here; nothing else spells them. The features each kind of split holds are its kind's to say (kinds.py's
+ShardKind, owned by its product line). A split is `<prefix>-<index>-<count>.tfrecord` files (`<count>`
 the exact number of records, as the 🤗 TPU example's `-\\d+-(\\d+)\\.tfrecord` regex expects) of
 `tf.train.Example`s with fixed-length int64 features, and a `manifest.json` written last.
 
-Kinds of split (the sharder's `--task`), and the features each example holds:
+The kinds of split made today (the sharder's `--task`), and the features each example holds:
 - mlm: input_ids and attention_mask of max_length (packed documents, each framed [CLS] ... [SEP]);
 - text2text: the same, plus labels of max_target_length (-100 where there is no target token);
 - span-corruption: input_ids of the raw length T only (packed documents, corrupted while training);
@@ -17,7 +18,7 @@ Every feature is int64 but a regression split's labels (float32): the manifest s
 """
 
 import re
-from typing import Dict, Iterable, Optional
+from typing import Dict, Optional
 
 IGNORE_INDEX = -100  # the label of a position that takes no loss (the 🤗 convention)
 MANIFEST = "manifest.json"
@@ -26,8 +27,6 @@ SHARD_COUNT = re.compile(r"-\d+-(\d+)\.tfrecord$")  # the reference training scr
 
 MLM, TEXT2TEXT, SPAN_CORRUPTION = "mlm", "text2text", "span-corruption"
 SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION = "sequence-classification", "token-classification"
-ENCODER_KINDS = (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION)  # labelled examples for encoders (BERT, RoBERTa...)
-KINDS = (MLM, TEXT2TEXT, SPAN_CORRUPTION, *ENCODER_KINDS)
 REGRESSION = "regression"  # a sequence-classification split's problem_type when its labels are scores
 
 
@@ -46,32 +45,6 @@ def is_shard_of(prefix: str, name: str) -> bool:
 def progress_name(prefix: str) -> str:
     """The hidden file saying how far an unfinished job got."""
     return f".{prefix}-progress.json"
-
-
-def features_of(kind: str, length: Optional[int], target_length: Optional[int] = None) -> Dict[str, Optional[int]]:
-    """The features a split of `kind` holds, and their lengths (None: whatever the shards hold)."""
-    if kind == SPAN_CORRUPTION:
-        return {"input_ids": length}
-    features = {"input_ids": length, "attention_mask": length}
-    if kind == TEXT2TEXT:
-        features["labels"] = target_length
-    if kind in ENCODER_KINDS:
-        features["token_type_ids"] = length
-        features["labels"] = 1 if kind == SEQUENCE_CLASSIFICATION else length
-    return features
-
-
-def token_id_features(kind: str):
-    """The features of a split of `kind` that hold token ids (checked against the model's vocabulary)."""
-    return ("input_ids", "labels") if kind == TEXT2TEXT else ("input_ids",)
-
-
-def kind_of(feature_names: Iterable[str]) -> str:
-    """Which kind of split holds examples with these features (for shards without a manifest)."""
-    names = set(feature_names)
-    if "labels" in names:
-        return TEXT2TEXT
-    return MLM if "attention_mask" in names else SPAN_CORRUPTION
 
 
 def feature_dtypes(settings: Dict[str, object]) -> Dict[str, str]:
@@ -101,9 +74,3 @@ def span_corruption_settings(lengths) -> Dict[str, object]:
     return {"objective": "span_corruption", "noise_density": lengths.noise_density,
             "mean_noise_span_length": lengths.mean_noise_span_length, "raw_length": lengths.raw_length,
             "input_length": lengths.input_length, "target_length": lengths.target_length}
-
-
-def kind_of_manifest(manifest: dict) -> str:
-    """The kind a manifest says its split is (older manifests: from the features)."""
-    kind = manifest.get("settings", {}).get("task")
-    return kind if kind in KINDS else kind_of(manifest["features"])

@@ -1,15 +1,18 @@
 """A kind of split (the shard command's --task) is one object, as a seqio Task is: the flags it takes beyond every
 kind's and their checks, the first pass it needs over the corpus, its example maker (which says the features and
-their lengths), what its manifest records of its settings, and its words for the log.
+their lengths), what its manifest records of its settings, and its words for the log; and for reading a split back,
+the features it holds and their lengths, which hold token ids, whether feature names look like its examples (shards
+without a manifest), and its words for a split of the wrong kind.
 
 A product line owns its kinds (mlm/shard_kind.py, t5/shard_kinds.py, encoder/shard_kinds.py); the registry of
-tasks (tasks.py) gathers them into `ShardKinds`, which the shard command hands to the sharder. The sharder never
-imports a product line, so a new kind of split is a module in its product line and a line in the registry.
+tasks (tasks.py) gathers them into `ShardKinds`, which the shard command hands to the sharder, and a task's plug-in
+to the reader of splits (reading.py, pipeline.py). Neither imports a product line, so a new kind of split is a
+module in its product line and a line in the registry.
 """
 
 import dataclasses
 import os
-from typing import Dict, Mapping, Sequence
+from typing import Collection, Dict, Mapping, Optional, Sequence, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.packing import ExampleMaker
@@ -21,6 +24,23 @@ class ShardKind:
     name: str
     # the ShardingConfig fields this kind reads beyond every kind's (the others' are refused), and their flags
     flags: Mapping[str, str] = {}
+    token_id_features: Tuple[str, ...] = ("input_ids",)  # features of token ids (checked against the vocabulary)
+    labelled: bool = False  # its manifest's settings name its labels ("labels"), which inspection shows by name
+    # its words for a split of the wrong kind: what its examples are, which train --task trains on them, how to make
+    # them ("the shards in X are <examples>, which train with <trained_with>; make shards ... with <how_to_make>")
+    examples: str
+    trained_with: str
+    how_to_make: str
+
+    def features(self, length: Optional[int], target_length: Optional[int] = None) -> Dict[str, Optional[int]]:
+        """The features its examples hold, and their lengths for a --max-length and --max-target-length (None:
+        whatever the shards hold)."""
+        raise NotImplementedError
+
+    def holds(self, feature_names: Collection[str]) -> bool:
+        """Whether examples with these features are of this kind, for shards without a manifest (older mlm_tpu's
+        and the reference sharder's): at most one kind says so of any features."""
+        return False
 
     def check(self, config) -> None:
         """The values of its flags, checked (one error line each) before anything is read."""
@@ -65,6 +85,15 @@ class ShardKinds:
         if name not in self.kinds:
             raise UserError(f"--task must be one of {', '.join(self.kinds)}, not '{config.task}'")
         return self.kinds[name]
+
+    def holding(self, feature_names: Collection[str]) -> ShardKind:
+        """The kind of split that holds examples with these features (for shards without a manifest): the one whose
+        examples they are (among the registry's kinds, always one)."""
+        return next(kind for kind in self.kinds.values() if kind.holds(feature_names))
+
+    def of_manifest(self, manifest: dict) -> ShardKind:
+        """The kind a manifest says its split is (older manifests: from the features)."""
+        return self.kinds.get(manifest.get("settings", {}).get("task")) or self.holding(manifest["features"])
 
     def refuse_other_flags(self, config, kind: ShardKind) -> None:
         """One check for every kind: a flag given (off its default) that `kind` does not take but other kinds do is

@@ -28,7 +28,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import IGNORE_INDEX, token_id_features
+from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.layout import BatchLayout
 from mlm_tpu.shards.reading import ShardSet, find_corrupt_shard, find_short_shard
 
@@ -50,7 +50,7 @@ def decoder(shards: ShardSet, transform: Optional[Transform], vocab_size: Option
     def decode(batch_number, records):
         examples = tf.io.parse_example(records, schema)
         if vocab_size is not None:
-            largest = tf.reduce_max([tf.reduce_max(examples[name]) for name in token_id_features(shards.kind)
+            largest = tf.reduce_max([tf.reduce_max(examples[name]) for name in shards.kind.token_id_features
                                      if name in examples])
             with tf.control_dependencies([tf.debugging.Assert(largest < vocab_size, [ID_BEYOND_VOCABULARY, largest])]):
                 examples = {name: tf.identity(values) for name, values in examples.items()}

@@ -14,24 +14,12 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import (MANIFEST, MLM, SEQUENCE_CLASSIFICATION, SHARD_COUNT, SPAN_CORRUPTION, TEXT2TEXT,
-                                   TOKEN_CLASSIFICATION, WRITER_RECORD, feature_lengths, features_of, kind_of,
-                                   kind_of_manifest, manifest_dtypes)
+from mlm_tpu.shards.format import MANIFEST, SHARD_COUNT, WRITER_RECORD, feature_lengths, manifest_dtypes
+from mlm_tpu.shards.kinds import ShardKind, ShardKinds
 from mlm_tpu.shards.tfrecord import iter_records
 
 LENGTH_FLAGS = {"input_ids": ("--max-length", "examples"), "attention_mask": ("--max-length", "attention masks"),
                 "token_type_ids": ("--max-length", "token types"), "labels": ("--max-target-length", "targets")}
-HOW_TO_MAKE = {MLM: "`python -m mlm_tpu.shard` (--task mlm)", TEXT2TEXT: "`python -m mlm_tpu.shard --task text2text`",
-               SPAN_CORRUPTION: "`python -m mlm_tpu.shard --task span-corruption` with a T5 tokenizer",
-               SEQUENCE_CLASSIFICATION: "`python -m mlm_tpu.shard --task sequence-classification`",
-               TOKEN_CLASSIFICATION: "`python -m mlm_tpu.shard --task token-classification`"}
-WHAT_THEY_ARE = {MLM: "masked-LM examples", TEXT2TEXT: "text-to-text examples (they hold labels)",
-                 SPAN_CORRUPTION: "raw rows for span corruption",
-                 SEQUENCE_CLASSIFICATION: "texts (or pairs) with a label each",
-                 TOKEN_CLASSIFICATION: "words with a tag each"}
-TRAINED_WITH = {MLM: "--task mlm", TEXT2TEXT: "--task classification or --task generation",
-                SPAN_CORRUPTION: "--task span-corruption", SEQUENCE_CLASSIFICATION: "--task sequence-classification",
-                TOKEN_CLASSIFICATION: "--task token-classification"}
 
 
 @dataclass(frozen=True)
@@ -45,7 +33,7 @@ class ShardSet:
     counts: List[int]
     features: Dict[str, int]
     manifest: Optional[dict] = None  # manifest.json, when the folder has one (the sharder's; others may not)
-    kind: str = MLM
+    kind: Optional[ShardKind] = None  # the kind of split it is: which features hold token ids, what its labels are
     starts: Optional[List[int]] = None
     totals: Optional[List[int]] = None
     dtypes: Optional[Dict[str, str]] = None  # the features that are not int64 (a regression split's float32 labels)
@@ -91,10 +79,12 @@ class ShardSet:
         return dataclasses.replace(self, files=files, counts=counts, starts=starts, totals=totals)
 
 
-def find_shards(location: str, kind: Optional[str], lengths: Optional[Dict[str, Optional[int]]],
+def find_shards(location: str, kinds: ShardKinds, kind: Optional[str], lengths: Optional[Dict[str, Optional[int]]],
                 flag: str = "--train-dataset") -> ShardSet:
     """The shards of `kind` under a folder (or matching a glob), with their counts, checked before any work starts.
 
+    `kinds` are the kinds of split a split may be (the registry's, handed down: a task plug-in's `shard_kinds`):
+    they say which one it is and, when it is not `kind`, what it is and how to make one of `kind`.
     `lengths` names the features the caller needs and their lengths; None accepts whatever the shards hold.
     A `kind` (and `lengths`) of None accepts any kind of split, with all its features.
     """
@@ -121,10 +111,10 @@ def find_shards(location: str, kind: Optional[str], lengths: Optional[Dict[str, 
         _feature_lengths_from_records(files, folder, flag)
     if manifest:
         _check_sizes(manifest, files, flag)
-    found_kind = kind_of_manifest(manifest) if manifest else kind_of(found)
+    found_kind = kinds.of_manifest(manifest) if manifest else kinds.holding(found)
     if kind is None:
-        kind, lengths = found_kind, features_of(found_kind, None, None)
-    _check_kind(found_kind, kind, flag, folder)
+        kind, lengths = found_kind.name, found_kind.features(None, None)
+    _check_kind(found_kind, kinds.kinds[kind], flag, folder)
     _check_lengths(found, lengths, flag, folder)
     return ShardSet(files, counts, {name: found[name] for name in lengths}, manifest, found_kind,
                     dtypes=manifest_dtypes(manifest) if manifest else None)
@@ -216,11 +206,11 @@ def _first_record_lengths(path: str) -> Dict[str, int]:
             for name, feature in sorted(features.items())}
 
 
-def _check_kind(found: str, wanted: str, flag: str, folder: str) -> None:
+def _check_kind(found: ShardKind, wanted: ShardKind, flag: str, folder: str) -> None:
     """Refuse shards of another kind than the task trains on, saying what they are and what to do."""
-    if found != wanted:
-        raise UserError(f"{flag}: the shards in {folder} are {WHAT_THEY_ARE[found]}, which train with "
-                        f"{TRAINED_WITH[found]}; make shards for this task with {HOW_TO_MAKE[wanted]}")
+    if found is not wanted:
+        raise UserError(f"{flag}: the shards in {folder} are {found.examples}, which train with "
+                        f"{found.trained_with}; make shards for this task with {wanted.how_to_make}")
 
 
 def _check_lengths(found: Dict[str, int], wanted: Dict[str, Optional[int]], flag: str, folder: str) -> None:

@@ -33,6 +33,16 @@ def check_sentinels(tokenizer, lengths: SpanLengths, where: str, other_tokenizer
 class Text2TextKind(ShardKind):
     name = TEXT2TEXT
     flags = {"input_columns": "--input-column", "target_column": "--target-column", "source_prefix": "--source-prefix"}
+    token_id_features = ("input_ids", "labels")
+    examples = "text-to-text examples (they hold labels)"
+    trained_with = "--task classification or --task generation"
+    how_to_make = "`python -m mlm_tpu.shard --task text2text`"
+
+    def features(self, length, target_length=None) -> dict:
+        return {"input_ids": length, "attention_mask": length, "labels": target_length}
+
+    def holds(self, feature_names) -> bool:
+        return "labels" in feature_names
 
     def check(self, config) -> None:
         if not config.input_columns or not config.target_column:
@@ -57,6 +67,16 @@ class Text2TextKind(ShardKind):
 class SpanCorruptionKind(ShardKind):
     name = SPAN_CORRUPTION
     flags = {"noise_density": "--noise-density", "mean_noise_span_length": "--mean-noise-span-length"}
+    examples = "raw rows for span corruption"
+    trained_with = "--task span-corruption"
+    how_to_make = "`python -m mlm_tpu.shard --task span-corruption` with a T5 tokenizer"
+
+    def features(self, length, target_length=None) -> dict:
+        """Raw rows: --max-length is checked against the inputs they are corrupted into, not against them."""
+        return {"input_ids": length}
+
+    def holds(self, feature_names) -> bool:
+        return "attention_mask" not in feature_names and "labels" not in feature_names
 
     @staticmethod
     def lengths(config) -> SpanLengths:

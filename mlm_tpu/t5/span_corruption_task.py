@@ -15,10 +15,9 @@ from transformers import TFT5ForConditionalGeneration
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
-from mlm_tpu.shards.format import SPAN_CORRUPTION, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.shards.span_lengths import SpanLengths, lengths_at
-from mlm_tpu.t5.shard_kinds import check_sentinels
+from mlm_tpu.t5.shard_kinds import SPAN_CORRUPTION_ROWS, check_sentinels
 from mlm_tpu.t5.span_corruption import SpanCorrupter
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
@@ -51,7 +50,7 @@ class SpanCorruptionTask(Task):
         return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
-        return features_of(SPAN_CORRUPTION, None)  # --max-length is checked against the corrupted inputs
+        return SPAN_CORRUPTION_ROWS.features(None)  # --max-length is checked against the corrupted inputs
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         self._set_lengths(tokenizer, train, "--train-dataset")

@@ -18,10 +18,10 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.loading import load_model
 from mlm_tpu.model_folder.task_settings import record_task_settings, task_settings
-from mlm_tpu.shards.format import TEXT2TEXT, features_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.classification import ClassificationScorer, LabelSet
 from mlm_tpu.t5.evaluation import can_compile_per_replica
+from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
 from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
 from mlm_tpu.t5.packed import packed_outputs
 from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
@@ -79,7 +79,7 @@ class Text2TextTask(Task):
         return run_tokenizer(config)
 
     def features(self, max_length: Optional[int], max_target_length: Optional[int]) -> Dict[str, Optional[int]]:
-        return features_of(TEXT2TEXT, max_length, max_target_length)
+        return TEXT2TEXT_ROWS.features(max_length, max_target_length)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         manifest = train.manifest or {}

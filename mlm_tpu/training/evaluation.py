@@ -145,7 +145,8 @@ def evaluate_model(config: EvaluationConfig, task: Task) -> EvaluationResult:
 
     check_ranges(config)
     strategy = set_up(config.hardware)
-    shards = find_shards(config.eval_dataset, task.shard_kind, task.features(config.max_length, None), "--eval-dataset")
+    shards = find_shards(config.eval_dataset, task.shard_kinds, task.shard_kind, task.features(config.max_length, None),
+                         "--eval-dataset")
     with strategy.scope():
         model, tokenizer = task.load_saved_model(config.model)
     check_tokenizer(shards, tokenizer, "--eval-dataset", f"the tokenizer of --model {config.model}")

@@ -34,11 +34,12 @@ class Plan:
 def find_training_shards(config: TrunkConfig, task: Task):
     """(training shards or mixture, validation shards or None), of the task's kind and lengths, checked alike."""
     features = task.features(config.max_length, config.max_target_length)
-    train = find_training_mixture(config, [find_shards(name, task.shard_kind, features, "--train-dataset")
+    kinds = task.shard_kinds
+    train = find_training_mixture(config, [find_shards(name, kinds, task.shard_kind, features, "--train-dataset")
                                            for name in config.train_datasets])
     if not config.eval_dataset:
         return train, None
-    evaluation = find_shards(config.eval_dataset, task.shard_kind, features, "--eval-dataset")
+    evaluation = find_shards(config.eval_dataset, kinds, task.shard_kind, features, "--eval-dataset")
     if evaluation.features != train.features:
         raise UserError(f"--eval-dataset holds examples of other lengths ({evaluation.features}) than --train-dataset "
                         f"({train.features}); shard both with the same --max-length")

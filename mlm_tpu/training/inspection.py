@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import ENCODER_KINDS, IGNORE_INDEX
+from mlm_tpu.shards.format import IGNORE_INDEX
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
+    from mlm_tpu.shards.kinds import ShardKinds
     from mlm_tpu.training.task import Task
 
 
@@ -35,10 +36,11 @@ class InspectionConfig:
     model: Optional[str] = None  # --task electra: the output folder whose generator makes the replacements
 
 
-def examples_as_fed(config: InspectionConfig,
+def examples_as_fed(config: InspectionConfig, shard_kinds: "ShardKinds",
                     plug_in_of_split: Callable[[str, Optional[str]], "Task"]) -> List[Dict[str, dict]]:
     """The first `num_examples` examples, each {feature: {"ids": [...], "text": "..."}} after the transform of the
-    task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split),
+    task that trains on the split (`plug_in_of_split(kind, task)` gives its plug-in: mlm_tpu.tasks.plug_in_of_split;
+    `shard_kinds`, the registry's kinds of split, say which kind the split is: mlm_tpu.tasks.shard_kinds()),
     and what the task's model adds to it (ELECTRA's replacements); token ids (the task's `token_features`) also as
     text, an encoder's labels by name, other features (token types, the sparse masked-LM head's masked_lm_positions,
     targets_left_out) as numbers; labels only where they take a loss. A masked LM's examples (and ELECTRA's) add
@@ -50,10 +52,10 @@ def examples_as_fed(config: InspectionConfig,
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     check_ranges(config)
-    shards = find_shards(config.dataset, None, None, "--dataset")
+    shards = find_shards(config.dataset, shard_kinds, None, None, "--dataset")
     tokenizer = load_tokenizer(config.tokenizer)
     check_tokenizer(shards, tokenizer, "--dataset", f"--tokenizer {config.tokenizer}")
-    task = plug_in_of_split(shards.kind, config.task)
+    task = plug_in_of_split(shards.kind.name, config.task)
     if bool(config.model) != task.inspects_with_a_model:
         raise UserError(f"--task {task.name} shows what its trained model adds to the examples: give --model, the "
                         "--output-dir of its training run" if task.inspects_with_a_model else
@@ -62,7 +64,7 @@ def examples_as_fed(config: InspectionConfig,
     transform = task.make_transform(tokenizer)(config.seed)
     count = min(config.num_examples, shards.records)
     batch = task.inspected(next(iter(evaluation_batches(shards, count, transform, len(tokenizer)))))
-    label_names = (shards.manifest or {}).get("settings", {}).get("labels") if shards.kind in ENCODER_KINDS else None
+    label_names = (shards.manifest or {}).get("settings", {}).get("labels") if shards.kind.labelled else None
     examples = []
     for row in range(count):
         example = {}

@@ -159,8 +159,19 @@ class Task:
 
     @property
     def shard_kind(self) -> str:
-        """The kind of split it trains on (mlm_tpu.shards.format.KINDS)."""
+        """The name of the kind of split it trains on."""
         return self.declared.shard_kind
+
+    @property
+    def shard_kinds(self):
+        """Every kind of split (mlm_tpu.shards.kinds.ShardKinds, the registry's): what reading a split needs to say
+        which kind it is, and what it is when it is not this task's."""
+        return self.declared.shard_kinds()
+
+    @property
+    def split_kind(self):
+        """The kind of split it trains on (a mlm_tpu.shards.kinds.ShardKind): its features and their lengths."""
+        return self.shard_kinds.kinds[self.shard_kind]
 
     @property
     def head_class(self) -> type:
