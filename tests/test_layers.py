@@ -213,3 +213,23 @@ def test_the_entry_points_are_the_only_exceptions_and_import_only_the_command_li
     graph = import_graph()
     for module in ENTRY_POINTS:
         assert {target for _, target in graph[module]} == {"mlm_tpu.cli.main"}, module
+
+
+def missing_modules(paths) -> List[str]:
+    """`file:line module` for each `import mlm_tpu.x` / `from mlm_tpu.x import ...` whose module does not exist: the
+    graph above resolves such a name to its nearest parent package, so only this check sees it."""
+    missing = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            missing += [f"{path.relative_to(REPO_ROOT)}:{node.lineno} {name}" for name in named
+                        if name.split(".")[0] == "mlm_tpu" and not is_module(name)]
+    return missing
+
+
+def test_every_import_of_mlm_tpu_names_a_module_that_exists():
+    """A module moved (shards/labelled.py -> encoder/labelled_rows.py) leaves no importer behind, in the package,
+    its tests or its benchmarks: imports inside functions run only when called."""
+    paths = [*PACKAGE.rglob("*.py"), *(REPO_ROOT / "tests").glob("*.py"), *(REPO_ROOT / "benchmarks").glob("*.py")]
+    assert not missing_modules(paths), "imports of modules that do not exist:\n" + "\n".join(missing_modules(paths))
