@@ -18,7 +18,7 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
     training settings, named as the flags (they override the protocol's). See `mlm_tpu.api.fine_tune`."""
     protocol = protocol or FineTuningProtocol()
     check_ranges(protocol)
-    from mlm_tpu.tasks import shard_kinds, training_task
+    from mlm_tpu.tasks import TrainingConfig, shard_kinds, training_task
 
     kind = find_shards(train_dataset, shard_kinds(), None, None, "--train-dataset").kind
     if kind not in (SEQUENCE_CLASSIFICATION_ROWS, TOKEN_CLASSIFICATION_ROWS):
@@ -26,7 +26,6 @@ def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_n
                         "sequence-classification or token-classification shards")
     import_tensorflow()
     quiet_libraries()
-    from mlm_tpu.training.config import TrainingConfig
     from mlm_tpu.training.trainer import train
 
     config = from_keywords(TrainingConfig, {**protocol.training_settings(), "task": kind.name,
