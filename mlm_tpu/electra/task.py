@@ -36,6 +36,7 @@ from mlm_tpu.training.task import Task, Validation
 class ElectraTask(MaskedLmTask):
     model_class = Task.head_class  # TFElectraForPreTraining, as mlm_tpu/tasks.py declares it
     accuracy_name = "discriminator_accuracy"
+    takes_pretrained_weights = False  # pretrains from scratch
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows

@@ -16,6 +16,7 @@ from mlm_tpu.console import log
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.mlm.masking import Masking, MlmMasker
 from mlm_tpu.mlm.masking import SPAN
+from mlm_tpu.mlm.continued import continued_masked_lm
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
@@ -33,7 +34,6 @@ from mlm_tpu.training.task import Task, Validation, tokenizer_source
 class MaskedLmTask(Task):
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
-    takes_pretrained_weights = False  # pretrains from scratch (a delta tunes a pretrained one: delta/task.py)
     default_masking = Masking()  # what a run that gives no masking flags masks (🤗's, 80/10/10)
 
     def __init__(self, name: str, declared=None):
@@ -44,6 +44,10 @@ class MaskedLmTask(Task):
 
     def check(self, config) -> None:
         super().check(config)
+        if config.model_name_or_path and config.model_config:
+            raise UserError(f"--model-config gives the shape of a model trained from scratch; --model-name-or-path "
+                            f"{config.model_name_or_path} continues one of its own shape: drop --model-config "
+                            "(--config-overrides may still change its dropout and similar settings)")
         Masking.of(config, self.default_masking)  # a bad --masking or replacement split, refused before anything loads
         if config.dense_mlm_head and config.max_predictions_per_seq:
             raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "
@@ -108,15 +112,20 @@ class MaskedLmTask(Task):
         self.prediction_slots = self.masking.default_slots(shards.length)  # as training makes them
         _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
 
+
     def build_model(self, config, tokenizer, train: ShardSet):
-        model = TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
-                                                              train.length, config.config_overrides))
+        if config.model_name_or_path:
+            source = f"--model-name-or-path {config.model_name_or_path}"
+            model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides)
+        else:
+            source = f"--model-config {config.model_config or DEFAULT_PRESET}"
+            model = TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
+                                                                  train.length, config.config_overrides))
         if self.prediction_slots is not None:
             try:
                 encoder_and_head(model)
             except ValueError as error:
-                raise UserError(f"--model-config {config.model_config or DEFAULT_PRESET}: {reason_of(error)}; train "
-                                "it with --dense-mlm-head") from None
+                raise UserError(f"{source}: {reason_of(error)}; train it with --dense-mlm-head") from None
         return model
 
     def training_outputs(self, model, batch: Dict, training: bool):

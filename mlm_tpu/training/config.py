@@ -146,11 +146,14 @@ class TrunkConfig:
         None, group="model and optimisation",
         help="Changes to that shape, as the 🤗 example scripts take them: name=value pairs, comma separated, e.g. "
              "hidden_dropout_prob=0,num_hidden_layers=4.")
-    model_name_or_path: Optional[str] = setting(  # start from these pretrained weights instead (not --task mlm)
+    model_name_or_path: Optional[str] = setting(  # start from these pretrained weights instead of from scratch
         None, group="model and optimisation",
-        help="T5 tasks: start from these pretrained weights instead (a save_pretrained folder, or a Hub name such as "
-             "t5-small or google/t5-v1_1-base); encoder tasks: the pretrained encoder (a folder mlm_tpu made, or "
-             "roberta-base, bert-base-uncased, ...), its head new; with --delta (any task), the frozen base model.")
+        help="Start from these pretrained weights instead of from scratch: a folder mlm_tpu made, any save_pretrained "
+             "folder (TensorFlow or PyTorch weights) or a Hub name, with its own tokenizer unless --tokenizer is "
+             "given. --task mlm continues a masked LM of any family (roberta-base, bert-base-uncased, "
+             "xlm-roberta-base, ...; one without a masked-LM head gets a new one); T5 tasks a T5 (t5-small, "
+             "google/t5-v1_1-base); encoder tasks: the pretrained encoder, its head new; with --delta (any task), the "
+             "frozen base model.")
     # optimisation
     per_replica_batch_size: int = setting(  # the global batch is what must not change
         8, low=1, changes_result=False, group="model and optimisation",

@@ -1,0 +1,43 @@
+"""Continued pretraining (DAPT, TAPT, language adaptation): a masked LM of any family transformers' TensorFlow
+classes build, loaded from a folder mlm_tpu made, a 🤗 folder with TensorFlow or PyTorch-only weights, or a Hub
+name, to go on training on the user's shards. A checkpoint without a masked-LM head (a sentence-transformers
+BertModel) gets a new one, tied to the input embeddings as the family ties it; the log names the new weights.
+"""
+
+from typing import Optional
+
+from mlm_tpu.console import log
+from mlm_tpu.errors import UserError, reason_of
+
+FLAG = "--model-name-or-path"
+
+
+def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] = None):
+    """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
+    from transformers import AutoConfig, TFAutoModelForMaskedLM
+
+    from mlm_tpu.model_folder.loading import load_with_new_head
+
+    try:
+        config = AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{FLAG} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
+    if overrides:
+        try:
+            config.update_from_string(overrides)
+        except ValueError as error:
+            raise UserError(f"--config-overrides '{overrides}': {reason_of(error)}; write name=value pairs, comma "
+                            f"separated, of settings the {config.model_type} configuration has") from None
+    if len(tokenizer) > config.vocab_size:
+        raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
+                        "embeddings; continue it with its own tokenizer (drop --tokenizer, and shard with "
+                        f"`mlm-tpu shard --tokenizer {name_or_path} ...`)")
+    model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
+    base = (config.architectures or [config.model_type])[0]
+    if new_weights:
+        modules = sorted({name.rsplit(".", 1)[0] for name in new_weights})
+        log(f"Continuing {name_or_path} ({base}); it has no masked-LM head, so a new one is initialised, its "
+            f"decoder tied to the input embeddings: {', '.join(modules)}")
+    else:
+        log(f"Continuing {name_or_path} ({base}) with its masked-LM head")
+    return model
