@@ -27,7 +27,7 @@ esac
 UPGRADE_PIP = "python -m pip install --quiet --upgrade pip"
 PACKAGE = "python -m pip install --quiet -e .[downstream]"
 FULL = "python -m pip install --quiet -r requirements-dev.txt -e .[downstream]"
-PYTEST = "python -m pytest -n 2 --dist loadfile"
+PYTEST = "python -m pytest -n 2 --dist loadfile --durations=25"
 
 
 def checkout(folder: Path) -> Path:
