@@ -11,9 +11,10 @@ its masker, the encoder's from-scratch baseline on its shapes); delta-tuning wra
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from conftest import REPO_ROOT
 
@@ -97,8 +98,10 @@ def unit_of(module: str) -> Optional[Tuple[int, str]]:
     return max(placed)[1:] if placed else None
 
 
+@functools.lru_cache(maxsize=None)
 def import_graph() -> Dict[str, List[Tuple[int, str]]]:
-    """Each module of mlm_tpu -> (line, module) of every other mlm_tpu module it imports."""
+    """Each module of mlm_tpu -> (line, module) of every other mlm_tpu module it imports; walked once for the tests
+    that read it (not to be changed)."""
     graph = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_of(path)
@@ -220,12 +223,23 @@ def missing_modules(paths) -> List[str]:
     graph above resolves such a name to its nearest parent package, so only this check sees it."""
     missing = []
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             named = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
                      [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
-            missing += [f"{path.relative_to(REPO_ROOT)}:{node.lineno} {name}" for name in named
+            missing += [f"{shown(path)}:{node.lineno} {name}" for name in named
                         if name.split(".")[0] == "mlm_tpu" and not is_module(name)]
     return missing
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once for the checks that read every file."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def shown(path: Path) -> str:
+    """A file as a message names it: relative to the repository when it is in it."""
+    return str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
 
 
 def test_every_import_of_mlm_tpu_names_a_module_that_exists():
@@ -233,3 +247,88 @@ def test_every_import_of_mlm_tpu_names_a_module_that_exists():
     its tests or its benchmarks: imports inside functions run only when called."""
     paths = [*PACKAGE.rglob("*.py"), *(REPO_ROOT / "tests").glob("*.py"), *(REPO_ROOT / "benchmarks").glob("*.py")]
     assert not missing_modules(paths), "imports of modules that do not exist:\n" + "\n".join(missing_modules(paths))
+
+
+def top_level(statements) -> Iterator[ast.AST]:
+    """The statements that run when a module is imported: its body, with the blocks of its ifs, trys, withs and
+    loops, not the bodies of its functions and classes."""
+    for node in statements:
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                yield from top_level(getattr(node, field, ()))
+
+
+@functools.lru_cache(maxsize=None)
+def defined_names(module: str) -> Optional[FrozenSet[str]]:
+    """The names `from module import name` finds, read from the source without running it: what its top level
+    defines, assigns and imports, what its functions declare global, and, where it lends names through a
+    module-level __getattr__ (mlm_tpu's API), the strings it lists; None when a star import from outside mlm_tpu
+    makes them unknowable. Submodules are not among them (is_module sees those)."""
+    relative = Path(*module.split("."))
+    path = (REPO_ROOT / relative).with_suffix(".py")
+    tree = parsed(path if path.is_file() else REPO_ROOT / relative / "__init__.py")
+    found: Set[str] = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+    for node in top_level(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.With)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars] if isinstance(
+                node, ast.With) else node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name))
+        elif isinstance(node, ast.Import):
+            found.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    found.add(alias.asname or alias.name)
+                elif (node.module or "").split(".")[0] != "mlm_tpu" or node.level:
+                    return None
+                else:
+                    starred = defined_names(node.module)
+                    if starred is None:
+                        return None
+                    found.update(name for name in starred if not name.startswith("_"))
+    if "__getattr__" in found:
+        found.update(node.value for node in ast.walk(tree)
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier())
+    return frozenset(found)
+
+
+def missing_names(paths) -> List[str]:
+    """`file:line module.name` for each `from mlm_tpu.x import name` where the module x exists and neither defines,
+    assigns nor imports `name` nor has a submodule of that name: the ImportError a renamed or moved function leaves
+    in an importer that runs only when called (the graph and missing_modules see modules, not names)."""
+    missing = []
+    for path in paths:
+        for node in ast.walk(parsed(path)):
+            if not (isinstance(node, ast.ImportFrom) and not node.level and node.module
+                    and node.module.split(".")[0] == "mlm_tpu" and is_module(node.module)):
+                continue
+            known = defined_names(node.module)
+            missing += [f"{shown(path)}:{node.lineno} {node.module}.{alias.name}" for alias in node.names
+                        if alias.name != "*" and known is not None and alias.name not in known
+                        and not is_module(f"{node.module}.{alias.name}")]
+    return missing
+
+
+def test_the_name_checker_sees_a_name_its_module_does_not_have(tmp_path):
+    importer = tmp_path / "importer.py"
+    importer.write_text("""from mlm_tpu.errors import UserError, NoSuchError
+from mlm_tpu import train_model, __version__, shards, not_in_the_api
+
+
+def late():
+    from mlm_tpu.shards.sharding import shard_corpus, shard_the_corpus
+""", encoding="utf-8")
+    assert missing_names([importer]) == [f"{importer}:1 mlm_tpu.errors.NoSuchError",
+                                         f"{importer}:2 mlm_tpu.not_in_the_api",
+                                         f"{importer}:6 mlm_tpu.shards.sharding.shard_the_corpus"]
+
+
+def test_every_name_imported_from_mlm_tpu_is_in_its_module():
+    """A function renamed or moved leaves no `from mlm_tpu.x import old_name` behind, in the package, its tests or its
+    benchmarks: imports inside functions run only when called."""
+    paths = [*PACKAGE.rglob("*.py"), *(REPO_ROOT / "tests").glob("*.py"), *(REPO_ROOT / "benchmarks").glob("*.py")]
+    missing = missing_names(paths)
+    assert not missing, "imports of names their module does not have:\n" + "\n".join(missing)
