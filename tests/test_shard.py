@@ -248,6 +248,19 @@ def test_two_sharders_started_together_with_other_settings_one_wins_and_the_fold
         assert all_files(folder) == clean[winner], f"race {race}: not what a clean run of --max-length {winner} writes"
 
 
+def test_sharding_never_loads_tensorflow(wikitext_tokenizer, tmp_path):
+    """The sharder writes its TFRecords itself: TensorFlow (seconds of start-up, tens of them on a loaded machine, in
+    every sharding job and every test that shards) is no part of it; the registry of tasks it reads reached
+    TensorFlow through the training stage's type hints."""
+    hide = tmp_path / "hide-tensorflow"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['tensorflow'] = None  # import fails\n")
+    result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "50",
+                   env_overrides={"PYTHONPATH": f"{hide}{os.pathsep}{REPO_ROOT}"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "train" / "manifest.json").read_text())["records"] > 0
+
+
 def test_max_length_not_a_multiple_of_8_warns(wikitext_tokenizer, tmp_path):
     result = shard(wikitext_tokenizer[0], tmp_path / "out", "--builtin-corpus", "pydoc-topics", "--limit", "100",
                    "--max-length", "100")

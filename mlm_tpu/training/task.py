@@ -13,15 +13,19 @@ import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.shards.format import IGNORE_INDEX
-from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.settings import MaskingSettings
 from mlm_tpu.training.flops import ExampleCost
+
+# reading.py loads TensorFlow, which the registry (its heads are Heads) and the commands that read the registry
+# without training (the sharder's 15 s start-up under load) do not need
+if TYPE_CHECKING:
+    from mlm_tpu.shards.reading import ShardSet
 
 Scores = Dict[str, float]
 # a feature a task's transform may add, [rows, 1]: targets it left out of the loss (the sparse masked-LM head's masks
@@ -210,17 +214,17 @@ class Task:
         """The features the shards must hold, and their lengths (None: what the shards hold)."""
         raise NotImplementedError
 
-    def prepare(self, config: TrunkConfig, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+    def prepare(self, config: TrunkConfig, tokenizer, train: "ShardSet", evaluation: Optional["ShardSet"]) -> None:
         """Settings and checks that need the shards, before any model is built."""
 
-    def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
+    def prepare_evaluation(self, config, model, tokenizer, shards: "ShardSet") -> None:
         """The same for `python -m mlm_tpu.evaluate` (an EvaluationConfig), from a saved model."""
 
-    def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
+    def prepare_inspection(self, config, tokenizer, shards: "ShardSet") -> None:
         """The same for `python -m mlm_tpu.inspect` (an InspectionConfig): what `make_transform` needs, from the
         shards alone."""
 
-    def build_model(self, config: TrunkConfig, tokenizer, train: ShardSet):
+    def build_model(self, config: TrunkConfig, tokenizer, train: "ShardSet"):
         """The model (called inside the strategy's scope)."""
         raise NotImplementedError
 
@@ -254,7 +258,7 @@ class Task:
         right = tf.logical_and(scored, self.training_hits(outputs.logits, batch["labels"]))
         return tf.reduce_sum(tf.cast(right, tf.float32)), tf.reduce_sum(tf.cast(scored, tf.float32))
 
-    def example_cost(self, model, shards: ShardSet) -> Optional[ExampleCost]:
+    def example_cost(self, model, shards: "ShardSet") -> Optional[ExampleCost]:
         """The positions and model FLOPs of one training example of `shards` (training/flops.py), for tokens/s and
         MFU in the logs (None: not counted)."""
         return None
@@ -277,7 +281,7 @@ class Task:
         what its generator puts in the discriminator's input)."""
         return batch
 
-    def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
+    def validation(self, strategy, model, tokenizer, shards: "ShardSet", per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
         """What scores the model on `shards` at each epoch's end (and in the evaluate command)."""
         raise NotImplementedError
