@@ -1,7 +1,7 @@
 """--classifier-pooling mean: a sequence classifier's head reads the mean of the last hidden states over the real
 tokens, in every encoder family's own head; predict, evaluate and delta-tuning follow the saved config; the folder
 loads in transformers 5 (trust_remote_code: its class comes with it) with our logits, and its encoder in
-sentence-transformers with our mean; bad input is one line.
+sentence-transformers with our mean (its bad input: tests/test_bad_inputs.py).
 
 The PyTorch checks run in a Python with torch, transformers 5, sentence-transformers and PEFT
 (MLM_TPU_PYTORCH_PYTHON), and are skipped, saying so, without one.
@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_user_error, run_train
 from test_delta_train import command, interpreter, run_check
 from test_encoder import MAX_LENGTH, save_base, shard
 
@@ -144,20 +143,6 @@ def test_the_card_says_the_folder_needs_trust_remote_code_and_names_sentence_tra
     assert json.loads((folder / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"] is True
     assert json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"] == MAX_LENGTH
     assert "trust_remote_code" not in (saved_classifier(tmp_path / "cls", "roberta", "cls") / "README.md").read_text()
-
-
-@pytest.mark.parametrize("flags, phrase", [
-    (["--task", "mlm", "--classifier-pooling", "mean"],
-     "--classifier-pooling is a setting of --task sequence-classification, not of --task mlm"),
-    (["--task", "token-classification", "--classifier-pooling", "mean"],
-     "--classifier-pooling is a setting of --task sequence-classification, not of --task token-classification"),
-    (["--task", "sequence-classification", "--classifier-pooling", "max"],
-     "--classifier-pooling must be cls or mean, not 'max'"),
-])
-def test_classifier_pooling_is_refused_in_one_line_where_it_does_not_apply(tmp_path, flags, phrase):
-    result = run_train("--train-dataset", tmp_path / "none", "--output-dir", tmp_path / "out", *flags)
-    assert_user_error(result, phrase)
-    assert not (tmp_path / "out").exists()
 
 
 @pytest.fixture(scope="module")

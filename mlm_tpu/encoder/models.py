@@ -111,7 +111,8 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
 
     base_config = saved_config(name_or_path, flag)
     check_encoder(base_config, head_class, f"{flag} {name_or_path}")
-    config = AutoConfig.from_pretrained(name_or_path, **labels.config_settings(), **pooling_settings(pooling))
+    config = AutoConfig.from_pretrained(name_or_path, **labels.config_settings())
+    config.update(pooling_settings(pooling))  # from_pretrained drops a setting the base's config lacks
     model, new_weights = load_with_new_head(name_or_path, head_class, config, flag)
     base = (base_config.architectures or [base_config.model_type])[0]
     if new_weights:

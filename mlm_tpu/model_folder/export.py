@@ -22,6 +22,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import (FACTS_FILE, LOSS_PLOT, CardFacts, DescribesItsModels, recorded_card_facts,
                                       write_model_card)
+from mlm_tpu.model_folder.loading import longest_input
 from mlm_tpu.model_folder.pooling import (MEAN_POOLED_FILES, POOLING_FOLDER, name_pytorch_class, pools_mean,
                                           write_pytorch_pooling_files)
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights
@@ -181,8 +182,8 @@ def export_model(config: ExportConfig, task: DescribesItsModels) -> str:
             log(f"config.json: pad_token_id set to {model.config.pad_token_id}, the padding index TensorFlow's "
                 f"{class_name} numbers positions from, so PyTorch computes the same positions")
         facts = card_facts(folder, model, tokenizer, task)
-        written = save_pytorch_weights(model, staging) + write_pytorch_pooling_files(staging, model.config, class_name,
-                                                                                     facts.max_length)
+        written = save_pytorch_weights(model, staging) + write_pytorch_pooling_files(
+            staging, model.config, class_name, facts.max_length or longest_input(model.config))
         if not keep_card:
             write_model_card(staging, facts, config.hub_model_id or os.path.basename(os.path.abspath(output_dir)),
                              has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))

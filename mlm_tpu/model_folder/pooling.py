@@ -167,16 +167,14 @@ def sentence_transformers_files(config, max_length: Optional[int]) -> Dict[str, 
 
 def write_pytorch_pooling_files(folder: str, config, architecture: str, max_length: Optional[int]) -> list:
     """Into `folder` (a staging folder), for a mean-pooled classifier: the modeling file and sentence-transformers'
-    files (`max_length`: the tokens it was trained on; None: all it reads); returns their paths in the folder (none for any other model)."""
+    files (`max_length`: the tokens it reads, those it was trained on where known); returns their paths in the folder (none for any other model)."""
     from mlm_tpu.output_dir import write_file, write_json
 
     if not pools_mean(config, architecture):
         return []
     architecture = architecture.removeprefix("TF")
     write_file(os.path.join(folder, MODELING_FILE), modeling_text(architecture).encode())
-    from mlm_tpu.model_folder.loading import longest_input
-
-    files = sentence_transformers_files(config, max_length or longest_input(config))
+    files = sentence_transformers_files(config, max_length)
     os.makedirs(os.path.join(folder, POOLING_FOLDER), exist_ok=True)
     for name, payload in files.items():
         write_json(os.path.join(folder, name), payload)
