@@ -26,7 +26,8 @@ def _base_line(base_model: str, record: dict, name: str) -> List[str]:
     if not head:
         return ["from transformers import AutoModel", "",
                 f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task']
-    arguments = [f"num_labels={len(head['id2label'])}", *(f"{key}={value!r}" for key, value in head.items())]
+    arguments = [f"num_labels={len(head['id2label'])}", *(f"{key}={value!r}" for key, value in head.items()
+                                                          if key != "classifier_pooling")]  # the class says it
     comment = "# the base has no head for these labels: build it with them, and PEFT loads the trained head into it"
     if pools_mean(SimpleNamespace(**head), record["architecture"]):
         class_path = f"{MODELING_FILE[:-3]}.{pytorch_class_name(record['architecture'])}"
