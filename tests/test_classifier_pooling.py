@@ -145,6 +145,31 @@ def test_the_card_says_the_folder_needs_trust_remote_code_and_names_sentence_tra
     assert "trust_remote_code" not in (saved_classifier(tmp_path / "cls", "roberta", "cls") / "README.md").read_text()
 
 
+def test_a_mean_pooled_base_fine_tunes_mean_pooled_unless_told_and_exports_with_its_pytorch_files(tmp_path):
+    """Fine-tuning a mean-pooled classifier again keeps its pooling by default (--classifier-pooling cls changes
+    it); `export --output-dir` of its folder writes its class, auto_map and sentence-transformers' files too."""
+    import mlm_tpu
+    from mlm_tpu.tasks import TrainingConfig, make_task
+
+    folder = saved_classifier(tmp_path / "bert", "bert")
+    task = make_task("sequence-classification")
+    assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder))) == "mean"
+    assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder),
+                                       classifier_pooling="cls")) == "cls"
+    assert task.pooling(TrainingConfig("t", "o", task=task.name)) == "cls"
+    for name in ("modeling_mean_pooling.py", "modules.json", "sentence_bert_config.json", "1_Pooling"):
+        (shutil.rmtree if (folder / name).is_dir() else Path.unlink)(folder / name)
+    config = json.loads((folder / "config.json").read_text())
+    del config["auto_map"]
+    (folder / "config.json").write_text(json.dumps(config))
+    exported = Path(mlm_tpu.export_model(str(folder), output_dir=str(tmp_path / "exported")))
+    assert "MeanPoolingBertForSequenceClassification" in (exported / "modeling_mean_pooling.py").read_text()
+    assert json.loads((exported / "config.json").read_text())["auto_map"] == {
+        "AutoModelForSequenceClassification": "modeling_mean_pooling.MeanPoolingBertForSequenceClassification"}
+    assert json.loads((exported / "1_Pooling" / "config.json").read_text())["word_embedding_dimension"] == 32
+    assert json.loads((exported / "modules.json").read_text())[1]["path"] == "1_Pooling"
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A tiny RoBERTa base; a mean-pooled classifier fine-tuned on it, in full and with LoRA (its head saved whole
