@@ -106,6 +106,8 @@ def test_the_mean_pooled_head_reads_the_mean_of_the_real_tokens_in_each_family(f
     alone = model(input_ids=short["input_ids"], attention_mask=short["attention_mask"]).logits.numpy()
     with_padding = model(input_ids=padded["input_ids"], attention_mask=padded["attention_mask"]).logits.numpy()
     np.testing.assert_allclose(with_padding, alone, atol=1e-5)
+    as_tuple = model(input_ids=short["input_ids"], attention_mask=short["attention_mask"], return_dict=False)[0]
+    np.testing.assert_allclose(as_tuple.numpy(), alone, atol=1e-6)  # the main layer's outputs as a tuple, too
     saved = tensorflow_outputs(folder, tmp_path / "mean.npz")
     first_token = load_model(str(saved_classifier(tmp_path / f"{family}-cls", family, "cls")),
                              TFAutoModelForSequenceClassification)
