@@ -59,8 +59,11 @@ MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", 
                        "loss.png", RUN_INFO_FILE, BEST_RECORD,
                        # a delta-tuning run's adapter folder (mlm_tpu/delta/folder.py): PEFT's or AdapterHub's files
                        "adapter_config.json", "adapter_model.safetensors", "adapter.safetensors",
-                       "mlm_tpu_delta.json"),
-                      ("backup", "logs", "generator"))  # generator/: an ELECTRA run's generator (mlm_tpu/electra)
+                       "mlm_tpu_delta.json",
+                       # a mean-pooled classifier's PyTorch class and sentence-transformers' files
+                       # (mlm_tpu/model_folder/pooling.py), with its 1_Pooling/
+                       "modeling_mean_pooling.py", "modules.json", "sentence_bert_config.json"),
+                      ("backup", "logs", "generator", "1_Pooling"))  # generator/: an ELECTRA run's generator
 # Earlier versions wrote no record: a folder without one that holds the marker was made by them, and its
 # entries of the layout count as mlm_tpu's (a README.md only if it is one of mlm_tpu's cards).
 EARLIER_VERSIONS = (("tokenizer_training.json", TOKENIZER_FOLDER), (RUN_INFO_FILE, MODEL_FOLDER),

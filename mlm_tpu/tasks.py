@@ -34,7 +34,7 @@ from mlm_tpu.configuration import joined_dataclass, refuse_others_settings
 from mlm_tpu.delta import METHOD_SETTINGS
 from mlm_tpu.electra.settings import ElectraSettings
 from mlm_tpu.encoder.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
-from mlm_tpu.encoder.settings import EncoderSettings
+from mlm_tpu.encoder.settings import EncoderSettings, SequenceClassificationSettings
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.settings import MaskedLmSettings
 from mlm_tpu.t5.settings import ClassificationSettings, GenerationSettings, SpanCorruptionSettings
@@ -69,8 +69,8 @@ TASKS_DECLARED: Dict[str, TaskDeclaration] = {
                                       "text2text"),
     "generation": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), GenerationSettings, "text2text"),
     "sequence-classification": TaskDeclaration(
-        ("mlm_tpu.encoder.task", "SequenceClassificationTask"), EncoderSettings, "sequence-classification",
-        SEQUENCE_CLASSIFICATION),
+        ("mlm_tpu.encoder.task", "SequenceClassificationTask"), SequenceClassificationSettings,
+        "sequence-classification", SEQUENCE_CLASSIFICATION),
     "token-classification": TaskDeclaration(
         ("mlm_tpu.encoder.task", "TokenClassificationTask"), EncoderSettings, "token-classification",
         TOKEN_CLASSIFICATION),

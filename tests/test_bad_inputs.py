@@ -363,6 +363,23 @@ def t5x_base_learning_rate_given_as_the_peak(inputs):
     return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")
 
 
+@row("train", "--classifier-pooling is a setting of --task sequence-classification, not of --task mlm",
+     absent=("model",))
+def classifier_pooling_of_a_masked_lm(inputs):
+    return train_flags(inputs, None, "--classifier-pooling", "mean")
+
+
+@row("train", "--classifier-pooling is a setting of --task sequence-classification, not of --task "
+     "token-classification", absent=("model",))
+def classifier_pooling_of_a_tagger(inputs):
+    return train_flags(inputs, None, "--task", "token-classification", "--classifier-pooling", "mean")
+
+
+@row("train", "--classifier-pooling must be cls or mean, not 'max'", absent=("model",))
+def unknown_classifier_pooling(inputs):
+    return train_flags(inputs, None, "--task", "sequence-classification", "--classifier-pooling", "max")
+
+
 @row("train", "is a file", absent=("model/training_args.json",))
 def output_dir_is_a_file(inputs):
     text_file(inputs, "model", "not a folder")

@@ -3,10 +3,13 @@
 model trained, the validation figures, the loss plot, and how to load it in PyTorch and with mlm_tpu."""
 
 import os
+from types import SimpleNamespace
 from typing import List
 
 from mlm_tpu.delta.record import read_delta_record, recorded_head_settings
 from mlm_tpu.model_folder.card import LOSS_PLOT
+from mlm_tpu.model_folder.pooling import MODELING_FILE, pools_mean, pytorch_class_name
+
 METHOD_NAMES = {"lora": "LoRA", "ia3": "(IA)³", "prompt": "prompt tuning", "prefix": "prefix tuning",
                 "adapter": "bottleneck adapters"}
 
@@ -15,17 +18,26 @@ def trained_parameters(method) -> int:
     return sum(int(variable.shape.num_elements()) for variable in method.delta_variables())
 
 
-def _base_line(base_model: str, record: dict) -> List[str]:
+def _base_line(base_model: str, record: dict, name: str) -> List[str]:
     """How the snippet builds the base: a classifier's with its head's labels (the base's config has none: PEFT
-    loads the trained head into a head of that shape), any other as its task's class."""
+    loads the trained head into a head of that shape) and, for a mean-pooled one, as the class that comes with the
+    adapter folder (model_folder/pooling.py); any other as its task's class."""
     head = recorded_head_settings(record)
     if not head:
         return ["from transformers import AutoModel", "",
                 f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task']
+    arguments = [f"num_labels={len(head['id2label'])}", *(f"{key}={value!r}" for key, value in head.items()
+                                                          if key != "classifier_pooling")]  # the class says it
+    comment = "# the base has no head for these labels: build it with them, and PEFT loads the trained head into it"
+    if pools_mean(SimpleNamespace(**head), record["architecture"]):
+        class_path = f"{MODELING_FILE[:-3]}.{pytorch_class_name(record['architecture'])}"
+        return ["from transformers.dynamic_module_utils import get_class_from_dynamic_module", "", comment,
+                "# its head reads the mean of the last hidden states (classifier_pooling 'mean'), which transformers' "
+                "own class does not: the class that does comes with this folder",
+                f'model_class = get_class_from_dynamic_module("{class_path}", "{name}")',
+                f'base = model_class.from_pretrained(\n    "{base_model}", {", ".join(arguments)})']
     auto_class = "AutoModelFor" + record["architecture"].split("For", 1)[1]
-    arguments = [f"num_labels={len(head['id2label'])}", *(f"{name}={value!r}" for name, value in head.items())]
-    return [f"from transformers import {auto_class}", "",
-            "# the base has no head for these labels: build it with them, and PEFT loads the trained head into it",
+    return [f"from transformers import {auto_class}", "", comment,
             f'base = {auto_class}.from_pretrained(\n    "{base_model}", {", ".join(arguments)})']
 
 
@@ -38,7 +50,7 @@ def _usage(method, base_model: str, name: str, record: dict) -> List[str]:
                 "(`use_safetensors=True`: the folder holds `adapter.safetensors`, which `adapters` reads only when "
                 "asked to.)"]
     return ["## Use it", "", "With PEFT (PyTorch):", "", "```python", "from peft import PeftModel",
-            *_base_line(base_model, record), f'model = PeftModel.from_pretrained(base, "{name}")', "```", "",
+            *_base_line(base_model, record, name), f'model = PeftModel.from_pretrained(base, "{name}")', "```", "",
             f"or with mlm_tpu: `mlm-tpu predict ... --model {name}` (the base model is read from "
             "`base_model_name_or_path`; `--base-model` overrides it), `mlm-tpu export --merge`"
             + (" folds it into a full model." if method.name in ("lora", "ia3") else ".")]

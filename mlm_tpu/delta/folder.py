@@ -8,7 +8,8 @@ from typing import Dict, Optional
 
 from mlm_tpu.delta.record import DELTA_RECORD, delta_record, read_delta_record, recorded_head_settings
 from mlm_tpu.errors import UserError
-from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir, write_json
+from mlm_tpu.model_folder.pooling import MODELING_FILE, modeling_text, pools_mean
+from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir, write_file, write_json
 
 
 def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, facts, records: Optional[Dict],
@@ -22,6 +23,8 @@ def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, 
         write_json(os.path.join(staging, method.config_file), method.adapter_config(model, base_model))
         write_json(os.path.join(staging, DELTA_RECORD), delta_record(method, model, base_model))
         tokenizer.save_pretrained(staging)
+        if pools_mean(model.config, type(model).__name__):  # the class the card's snippet builds the base with
+            write_file(os.path.join(staging, MODELING_FILE), modeling_text(type(model).__name__[2:]).encode())
         for record, payload in (records or {}).items():
             write_json(os.path.join(staging, record), payload)
         write_adapter_card(staging, method, facts, base_model, name,

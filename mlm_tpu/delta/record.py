@@ -10,7 +10,8 @@ from typing import Dict
 from mlm_tpu.jsonfiles import read_json
 
 DELTA_RECORD = "mlm_tpu_delta.json"
-HEAD_SETTINGS = ("id2label", "label2id", "problem_type")  # a classifier's config settings its base lacks
+# a classifier's config settings its base lacks (classifier_pooling: model_folder/pooling.py)
+HEAD_SETTINGS = ("id2label", "label2id", "problem_type", "classifier_pooling")
 
 
 def delta_record(method, model, base_model: str) -> dict:

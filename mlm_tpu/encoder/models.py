@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.shards.format import REGRESSION
 
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
@@ -99,9 +100,11 @@ def model_inputs(model_config, tokenizer) -> List[str]:
     return ["input_ids", "attention_mask", *(["token_type_ids"] if feeds_token_types(model_config, tokenizer) else [])]
 
 
-def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str = "--model-name-or-path"):
-    """(model, the PyTorch names of its new weights): the pretrained encoder with a head for `labels`, the base's own
-    weights, a new head where it has none (or one of other labels); the log says which."""
+def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str = "--model-name-or-path",
+                       pooling: Optional[str] = None):
+    """(model, the PyTorch names of its new weights): the pretrained encoder with a head for `labels` (a sequence
+    classifier's reading `pooling`), the base's own weights, a new head where it has none (or one of other labels);
+    the log says which."""
     from transformers import AutoConfig
 
     from mlm_tpu.model_folder.loading import load_with_new_head
@@ -109,6 +112,7 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     base_config = saved_config(name_or_path, flag)
     check_encoder(base_config, head_class, f"{flag} {name_or_path}")
     config = AutoConfig.from_pretrained(name_or_path, **labels.config_settings())
+    config.update(pooling_settings(pooling))  # from_pretrained drops a setting the base's config lacks
     model, new_weights = load_with_new_head(name_or_path, head_class, config, flag)
     base = (base_config.architectures or [base_config.model_type])[0]
     if new_weights:
@@ -134,11 +138,17 @@ def saved_config(name_or_path: str, flag: str):
 
 
 def encoder_from_scratch(preset: str, tokenizer, max_length: int, overrides: Optional[str], head_class,
-                         labels: Labels):
-    """A RoBERTa shape (a preset, or a config.json of any encoder) with random weights and a head for `labels`."""
+                         labels: Labels, pooling: Optional[str] = None):
+    """A RoBERTa shape (a preset, or a config.json of any encoder) with random weights and a head for `labels` (a
+    sequence classifier's reading `pooling`)."""
     from mlm_tpu.mlm.presets import config_for
 
     config = config_for(preset, tokenizer, max_length, overrides)
     check_encoder(config, head_class, f"--model-config {preset}")
-    config.update(labels.config_settings())
-    return head_class.from_config(config)
+    config.update({**labels.config_settings(), **pooling_settings(pooling)})
+    return follow_classifier_pooling(head_class.from_config(config))
+
+
+def pooling_settings(pooling: Optional[str]) -> Dict[str, str]:
+    """The config setting of a sequence classifier's pooling (model_folder/pooling.py; none for other heads)."""
+    return {"classifier_pooling": pooling} if pooling else {}

@@ -16,10 +16,11 @@ import tensorflow as tf
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
 from mlm_tpu.encoder.models import (Labels, check_encoder, check_length, encoder_from_scratch, model_inputs,
-                                    pretrained_encoder)
+                                    pretrained_encoder, saved_config)
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
+from mlm_tpu.model_folder.pooling import CLASSIFIER_POOLINGS, CLS, MEAN, classifier_pooling
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
@@ -122,14 +123,16 @@ class EncoderTask(Task):
         log(f"Predicting {what}")
 
     def build_model(self, config, tokenizer, train: ShardSet):
+        pooling = self.pooling(config)
         if config.model_name_or_path:
-            model, self.new_weights = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels)
+            model, self.new_weights = pretrained_encoder(config.model_name_or_path, self.head_class, self.labels,
+                                                         pooling=pooling)
             if len(tokenizer) > model.config.vocab_size:
                 raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                                 f"{model.config.vocab_size} embeddings; shard with the model's own tokenizer")
         else:
             model = encoder_from_scratch(config.model_config or DEFAULT_PRESET, tokenizer, train.length,
-                                         config.config_overrides, self.head_class, self.labels)
+                                         config.config_overrides, self.head_class, self.labels, pooling)
         _check_length(model.config, train.length, "--train-dataset", config.model_name_or_path or "the model")
         record_task_settings(model.config, self.settings, ENCODER_PARAMS)
         self.inputs = model_inputs(model.config, tokenizer)
@@ -137,6 +140,10 @@ class EncoderTask(Task):
             log(f"The model reads token_type_ids: its tokenizer makes them, and it embeds "
                 f"{model.config.type_vocab_size} types (a pair's second text is type 1)")
         return model
+
+    def pooling(self, config) -> Optional[str]:
+        """What a sequence classifier's head reads (model_folder/pooling.py); None for a head of every token."""
+        return None
 
     def training_outputs(self, model, batch: Dict, training: bool):
         return model(**{name: batch[name] for name in self.inputs}, labels=batch["labels"], training=training)
@@ -196,6 +203,21 @@ class SequenceClassificationTask(EncoderTask):
 
     def make_scorer(self):
         return SequenceScorer(self.labels, self.remap, self.inputs)
+
+    def check(self, config) -> None:
+        super().check(config)
+        if config.classifier_pooling not in (None, *CLASSIFIER_POOLINGS):
+            raise UserError(f"--classifier-pooling must be {' or '.join(CLASSIFIER_POOLINGS)}, not "
+                            f"'{config.classifier_pooling}'")
+
+    def pooling(self, config) -> str:
+        """--classifier-pooling, by default that of a classifier fine-tuned again (a mean-pooled one stays so), else
+        cls; the log says when it is the mean."""
+        base = saved_config(config.model_name_or_path, "--model-name-or-path") if config.model_name_or_path else None
+        pooling = config.classifier_pooling or (classifier_pooling(base) if base else CLS)
+        if pooling == MEAN:
+            log("The head reads the mean of the last hidden states over the real tokens (--classifier-pooling mean)")
+        return pooling
 
     def training_hits(self, logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         """Examples right: the class (argmax), or for a regression the score rounded to the label's whole number."""

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.model_folder.pooling import MODELING_FILE, POOLING_FOLDER, pools_mean
 from mlm_tpu.output_dir import write_file, write_json
 
 LOSS_PLOT = "loss.png"
@@ -69,6 +70,7 @@ class CardFacts:
     hardware: Optional[str] = None
     validation: Dict[str, float] = field(default_factory=dict)  # the saved epoch's scores
     validation_corpus: Optional[dict] = None  # the validation shards' manifest's settings["corpus"]
+    mean_pooled: bool = False  # a classifier whose head reads the mean (pooling.py): PyTorch loads its own class
 
     @classmethod
     def of_model(cls, task: DescribesItsModels, model, tokenizer, **run) -> "CardFacts":
@@ -79,7 +81,7 @@ class CardFacts:
                    architecture=type(model).__name__.removeprefix("TF"), parameters=model.count_params(),
                    layers=getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None),
                    hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
-                   vocab_size=config.vocab_size, **run)
+                   vocab_size=config.vocab_size, mean_pooled=pools_mean(config, type(model).__name__), **run)
 
     def about(self, task: DescribesItsModels, model, tokenizer) -> "CardFacts":
         """The same run's facts about another model it trained (ELECTRA's generator, beside its discriminator)."""
@@ -94,7 +96,8 @@ class CardFacts:
 
 
 # what `of_model` reads from the model and its task; the other facts are the run's
-_MODEL_FACTS = ("task", "words", "model_type", "architecture", "parameters", "layers", "hidden_size", "vocab_size")
+_MODEL_FACTS = ("task", "words", "model_type", "architecture", "parameters", "layers", "hidden_size", "vocab_size",
+                "mean_pooled")
 
 
 def _how_it_was_made(facts: CardFacts) -> List[str]:
@@ -115,21 +118,41 @@ def _how_it_was_made(facts: CardFacts) -> List[str]:
     return lines
 
 
+def _pytorch_usage(facts: CardFacts, name: str) -> List[str]:
+    """How transformers 5 runs it: its pipeline; for a mean-pooled classifier, the class that comes with the folder
+    (trust_remote_code), and its encoder in sentence-transformers."""
+    words = facts.words
+    if not facts.mean_pooled:
+        return ["With transformers 5 and PyTorch (`model.safetensors`):", "",
+                "```python", "from transformers import pipeline", "",
+                f'pipe = pipeline("{words.pipeline_tag}", model="{name}")',
+                f'print(pipe({words.widget_text!r}))', "```"]
+    return [f"Its head reads the mean of the last hidden states over the real tokens (`classifier_pooling: mean` in "
+            f"config.json), which transformers' own {facts.architecture} does not: the class that does comes with "
+            f"the folder (`{MODELING_FILE}`), and transformers 5 runs it with `trust_remote_code=True` (without it, "
+            "transformers builds its own class, which reads the first token and predicts otherwise):", "",
+            "```python", "from transformers import AutoModelForSequenceClassification, pipeline", "",
+            f'model = AutoModelForSequenceClassification.from_pretrained("{name}", trust_remote_code=True)',
+            f'pipe = pipeline("{words.pipeline_tag}", model="{name}", trust_remote_code=True)',
+            f'print(pipe({words.widget_text!r}))', "```", "",
+            "Its encoder, mean-pooled, embeds texts with sentence-transformers (`modules.json`, "
+            f"`{POOLING_FOLDER}/config.json`):", "",
+            "```python", "from sentence_transformers import SentenceTransformer", "",
+            f'embeddings = SentenceTransformer("{name}").encode([{words.widget_text!r}])', "```"]
+
+
 def _usage(facts: CardFacts, name: str) -> List[str]:
     words = facts.words
     return [
-        "## Use it", "",
-        "With transformers 5 and PyTorch (`model.safetensors`):", "",
-        "```python", "from transformers import pipeline", "",
-        f'pipe = pipeline("{words.pipeline_tag}", model="{name}")',
-        f'print(pipe({words.widget_text!r}))', "```", "",
+        "## Use it", "", *_pytorch_usage(facts, name), "",
         "With transformers 4 and TensorFlow (`tf_model.h5`; `use_safetensors=False` because transformers 4.55 to "
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
         f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```",
-        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`.'] if words.predict_command
-          else []),
+        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`'
+               + (" (mlm_tpu's loading follows `classifier_pooling`; transformers' TensorFlow class reads the first "
+                  "token)." if facts.mean_pooled else ".")] if words.predict_command else []),
     ]
 
 

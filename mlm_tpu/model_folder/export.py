@@ -1,7 +1,8 @@
 """Turning a TensorFlow model folder into one the whole ecosystem loads (`python -m mlm_tpu.export`, `export_model`).
 
 The folder (ours, or one of the 🤗 TPU example's: `tf_model.h5` + `config.json` + tokenizer files)
-is copied with its weights added in PyTorch's layout (`model.safetensors`) and a model card, into
+is copied with its weights added in PyTorch's layout (`model.safetensors`; a mean-pooled classifier's class and
+sentence-transformers' files too: pooling.py) and a model card, into
 `--output-dir` or in place, through a staging folder so nothing is left half-written; then pushed
 to the Hub when asked. By the rule of output folders (output_dir.py), it replaces only files an
 earlier mlm_tpu command wrote, and only with --overwrite. The card says at least what the folder's
@@ -21,6 +22,9 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import (FACTS_FILE, LOSS_PLOT, CardFacts, DescribesItsModels, recorded_card_facts,
                                       write_model_card)
+from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.pooling import (MEAN_POOLED_FILES, POOLING_FOLDER, name_pytorch_class, pools_mean,
+                                          write_pytorch_pooling_files)
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights
 from mlm_tpu.output_dir import BEST_RECORD, CARD_PHRASE, RUN_INFO_FILE, check_output_dir, staged_output_dir
 
@@ -90,11 +94,12 @@ def files_written(folder: str, output_dir: str, config: dict) -> List[str]:
     """The names (fnmatch patterns) the export writes in `output_dir`: the copies, the weights, the card, and
     config.json where its padding index changes."""
     card = [] if keeps_earlier_card(folder) else ["README.md", FACTS_FILE]
+    values = SimpleNamespace(**{"model_type": None, "pad_token_id": None, **config})  # a copy, to ask
+    pooling = list(MEAN_POOLED_FILES) if pools_mean(values, values.architectures[0]) else []
     if os.path.exists(output_dir) and os.path.samefile(folder, output_dir):
-        values = SimpleNamespace(**{"model_type": None, "pad_token_id": None, **config})  # a copy, to ask
-        changes_config = align_positions_with_pytorch(values)
-        return [*WEIGHTS, *card, *(["config.json"] if changes_config else [])]
-    return [*copied_files(folder), *WEIGHTS, *card, "config.json"]
+        changes_config = align_positions_with_pytorch(values) or pooling
+        return [*WEIGHTS, *card, *pooling, *(["config.json"] if changes_config else [])]
+    return [*copied_files(folder), *WEIGHTS, *card, *pooling, "config.json"]
 
 
 def copied_files(folder: str) -> List[str]:
@@ -167,17 +172,20 @@ def export_model(config: ExportConfig, task: DescribesItsModels) -> str:
                      instead=instead)
     log(f"Exporting {folder} ({class_name}, {model.count_params():,} parameters) -> {output_dir}")
     keep_card = keeps_earlier_card(folder)
-    with staged_output_dir(output_dir) as staging:
+    with staged_output_dir(output_dir, folders=(POOLING_FOLDER,)) as staging:
         for name in [] if in_place else copied_files(folder):
             shutil.copy2(os.path.join(folder, name), os.path.join(staging, name))
-        if align_positions_with_pytorch(model.config):
+        aligned = align_positions_with_pytorch(model.config)
+        if name_pytorch_class(model.config, class_name) or aligned:
             model.config.to_json_file(os.path.join(staging, "config.json"))
+        if aligned:
             log(f"config.json: pad_token_id set to {model.config.pad_token_id}, the padding index TensorFlow's "
                 f"{class_name} numbers positions from, so PyTorch computes the same positions")
-        written = save_pytorch_weights(model, staging)
+        facts = card_facts(folder, model, tokenizer, task)
+        written = save_pytorch_weights(model, staging) + write_pytorch_pooling_files(
+            staging, model.config, class_name, facts.max_length or longest_input(model.config))
         if not keep_card:
-            write_model_card(staging, card_facts(folder, model, tokenizer, task),
-                             config.hub_model_id or os.path.basename(os.path.abspath(output_dir)),
+            write_model_card(staging, facts, config.hub_model_id or os.path.basename(os.path.abspath(output_dir)),
                              has_loss_plot=os.path.isfile(os.path.join(folder, LOSS_PLOT)))
     card = "; its model card, by an earlier mlm_tpu, is kept" if keep_card else " and README.md (model card)"
     log(f"Wrote {', '.join(written)} (PyTorch layout){card} in {output_dir}")

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 from mlm_tpu.tokenizer.load import load_tokenizer
 
@@ -149,7 +150,7 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
     if encoder:
         raise UserError(f"{flag} {name_or_path} lacks {len(encoder)} weights of the {config.model_type} encoder "
                         f"({', '.join(sorted(encoder)[:3])}, ...); is it a checkpoint of this model?")
-    return model, new_weight_names(model, set(missing) | mismatched)
+    return follow_classifier_pooling(model), new_weight_names(model, set(missing) | mismatched)
 
 
 def new_weight_names(model, reported) -> list:
@@ -186,18 +187,20 @@ def check_masked_lm_head(name_or_path: str, model_class, flag: str) -> None:
 
 def load_model(name_or_path: str, model_class, flag: str = "--model"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
-    weights), or a Hub name."""
+    weights), or a Hub name; a classifier pooling as its config says (pooling.py), as wherever a model is loaded."""
     check_model_folder(name_or_path, flag)
     check_masked_lm_head(name_or_path, model_class, flag)
     _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
         if files:
-            return load_from_pytorch_checkpoint(name_or_path, model_class, files, flag)
-        return model_class.from_pretrained(name_or_path, use_safetensors=False)
+            model = load_from_pytorch_checkpoint(name_or_path, model_class, files, flag)
+        else:
+            model = model_class.from_pretrained(name_or_path, use_safetensors=False)
     except (OSError, ValueError, KeyError) as error:
         raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
                         f"({reason_of(error)})") from None
+    return follow_classifier_pooling(model)
 
 
 def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):

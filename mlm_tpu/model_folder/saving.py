@@ -1,6 +1,7 @@
 """Writing a model folder that both ecosystems load: transformers 4's TensorFlow classes (`tf_model.h5`, through
-`save_pretrained`) and transformers 5's PyTorch ones (`model.safetensors` in PyTorch's layout), with the
-tokenizer, a model card (README.md), and mlm_tpu's records beside them.
+`save_pretrained`) and transformers 5's PyTorch ones (`model.safetensors` in PyTorch's layout; a mean-pooled
+classifier's class and sentence-transformers' files too: pooling.py), with the tokenizer, a model card (README.md),
+and mlm_tpu's records beside them.
 
 The folder is written through a staging folder (output_dir.py), so a kill mid-save leaves the
 previous save intact, and other entries of the output folder (backup/, logs/, the user's files) are
@@ -11,6 +12,8 @@ import os
 from typing import Dict, Optional
 
 from mlm_tpu.model_folder.card import FACTS_FILE, LOSS_PLOT, CardFacts, write_model_card
+from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.pooling import name_pytorch_class, write_pytorch_pooling_files
 from mlm_tpu.model_folder.pytorch import save_pytorch_weights
 from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir, write_json
 
@@ -33,8 +36,11 @@ def write_model_files(staging: str, folder: str, model, tokenizer, facts: CardFa
                       records: Optional[Dict[str, dict]] = None, name: Optional[str] = None) -> None:
     """What save_model_folder saves, written into `staging`, the staging folder of `folder` (or of a sub-folder
     published with it: ELECTRA's generator/)."""
+    architecture = type(model).__name__
+    name_pytorch_class(model.config, architecture)
     model.save_pretrained(staging)
     save_pytorch_weights(model, staging)
+    write_pytorch_pooling_files(staging, model.config, architecture, facts.max_length or longest_input(model.config))
     tokenizer.save_pretrained(staging)
     for record, payload in (records or {}).items():
         write_json(os.path.join(staging, record), payload)
