@@ -1,4 +1,5 @@
-"""`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe.
+"""`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe, or a
+masked LM of any family continued from a checkpoint (continued.py; its validation runs once before the first step).
 
 The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data (--masking token,
 whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
