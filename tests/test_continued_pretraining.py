@@ -13,7 +13,7 @@ from typing import Sequence, Tuple
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, run_module
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
 SHARDS = FIXTURES / "shards"
@@ -74,6 +74,18 @@ def test_the_card_names_the_checkpoint_and_shows_its_figures_beside_the_final_on
             f"{before['masked_accuracy']:.2%} |") in card
     assert (f"| after 4 steps of continued pretraining | {after['loss']:.4f} | {after['perplexity']:.2f} | "
             f"{after['masked_accuracy']:.2%} |") in card
+
+
+@pytest.mark.slow
+def test_an_export_of_the_folder_keeps_what_its_card_says_of_the_checkpoint(continued, tmp_path):
+    """The export writes the card again from the facts the trainer kept beside it: the base and the figures too."""
+    _, _, output_dir = continued
+    exported = tmp_path / "exported"
+    result = run_module("mlm_tpu.export", "--model", str(output_dir), "--output-dir", str(exported))
+    assert result.returncode == 0, result.stderr[-3000:]
+    card, original = (exported / "README.md").read_text(), (output_dir / "README.md").read_text()
+    assert f"base_model: {HUB_NAME}\n" in card and "Started from" in card
+    assert card.split("## Validation")[1].split("##")[0] == original.split("## Validation")[1].split("##")[0]
 
 
 @pytest.mark.slow

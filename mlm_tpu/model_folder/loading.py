@@ -24,8 +24,8 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 # original ones and fills no masks, and in GENERATOR_FOLDER the masked LM trained beside it.
 DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
 GENERATOR_FOLDER = "generator"
-# The task heads transformers puts on an encoder in place of its masked-LM head.
 WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes, sharded too
+# The task heads transformers puts on an encoder in place of its masked-LM head.
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                       "ForMultipleChoice")
 
