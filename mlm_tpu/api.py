@@ -47,7 +47,8 @@ def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
 
 
 def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), **settings):
-    """Train on shards (`python train.py`): returns a TrainingResult (steps, each epoch's figures, the best epoch).
+    """Train on shards (`python train.py`): returns a TrainingResult (steps, each epoch's figures, the best epoch, and
+    a continued pretraining run's figures of its checkpoint before training).
 
     `callbacks` are Keras callbacks: they get on_train_begin/end, on_epoch_begin/end (with the
     epoch's training and validation figures) and on_train_batch_begin/end around each call to the device.

@@ -2,6 +2,7 @@
 and started again with the same command ends with the same weights, bit for bit, as the uninterrupted run, and logs the
 same loss at every step."""
 
+import json
 import os
 import re
 import signal
@@ -167,3 +168,36 @@ def test_backups_fall_every_n_optimizer_steps_whatever_the_steps_per_execution(s
     assert re.findall(r"Backup written at step (\d+)", result.stderr) == ["4", "8", "12", "16", "20", "24", "28"]
     refused = run_train(*mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "bad", "--backup-steps", 5))
     assert_user_error(refused, "--backup-steps 5 is not a multiple of --steps-per-execution 2", "use 4")
+
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_continued_run_killed_after_a_backup_ends_as_the_uninterrupted_run(replicas, tmp_path):
+    """A run continuing a checkpoint (mlm_tpu 0.2's tiny RoBERTa, dropout on) scores it before its first step, once:
+    killed after its backup of step 8 and started again, it does not score it again but keeps the figures its backup
+    holds, and ends bit for bit as the uninterrupted run."""
+    def flags(output_dir):
+        per_replica = ["--cpu-replicas", 2, "--per-replica-batch-size", 4] if replicas == 2 else [
+            "--per-replica-batch-size", 8]
+        return ["--train-dataset", FIXTURES / "shards" / "train", "--eval-dataset", FIXTURES / "shards" / "validation",
+                "--model-name-or-path", FIXTURES / "roberta", "--learning-rate", "3e-3", *per_replica, "--max-steps",
+                16, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1, "--output-dir", output_dir]
+
+    def scored_before(folder: Path) -> dict:
+        return json.loads((folder / "training_args.json").read_text())["run"]["validation_before_training"]
+
+    uninterrupted = tmp_path / "uninterrupted"
+    result = run_train(*flags(uninterrupted))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("Before training (the checkpoint as loaded): loss ") == 1
+
+    resumed = tmp_path / "resumed"
+    train_and_kill_after_backup(flags(resumed), 8, tmp_path / "killed.log")
+    assert "Before training (the checkpoint as loaded)" in (tmp_path / "killed.log").read_text()
+    finished = run_train(*flags(resumed))
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert resumed_at(finished.stderr) == 8 and "Before training" not in finished.stderr
+    assert_same_run(resumed, uninterrupted)
+    assert scored_before(resumed) == scored_before(uninterrupted)

@@ -4,6 +4,7 @@ name, to go on training on the user's shards. A checkpoint without a masked-LM h
 BertModel) gets a new one, tied to the input embeddings as the family ties it; the log names the new weights.
 """
 
+import os
 from typing import Optional
 
 from mlm_tpu.console import log
@@ -30,8 +31,7 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
                             f"separated, of settings the {config.model_type} configuration has") from None
     if len(tokenizer) > config.vocab_size:
         raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
-                        "embeddings; continue it with its own tokenizer (drop --tokenizer, and shard with "
-                        f"`mlm-tpu shard --tokenizer {name_or_path} ...`)")
+                        f"embeddings; {_own_tokenizer(name_or_path, config.vocab_size)}")
     model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
     base = (config.architectures or [config.model_type])[0]
     if new_weights:
@@ -41,3 +41,15 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     else:
         log(f"Continuing {name_or_path} ({base}) with its masked-LM head")
     return model
+
+
+def _own_tokenizer(name_or_path: str, vocab_size: int) -> str:
+    """What to do about a tokenizer with ids past the checkpoint's embeddings: use the checkpoint's own tokenizer (a
+    Hub model has one), or where its folder holds none, the one it was pretrained with."""
+    from mlm_tpu.tokenizer.load import holds_tokenizer
+
+    if holds_tokenizer(name_or_path) or not os.path.isdir(name_or_path):
+        return (f"continue it with its own tokenizer (drop --tokenizer, and shard with `mlm-tpu shard --tokenizer "
+                f"{name_or_path} ...`)")
+    return (f"{name_or_path} holds no tokenizer: give the --tokenizer it was pretrained with (at most {vocab_size:,} "
+            "pieces), and shard the text with it")

@@ -1,4 +1,5 @@
-"""`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe.
+"""`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe, or a
+masked LM of any family continued from a checkpoint (continued.py; its validation runs once before the first step).
 
 The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data (--masking token,
 whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
@@ -34,6 +35,7 @@ from mlm_tpu.training.task import Task, Validation, tokenizer_source
 class MaskedLmTask(Task):
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
+    validates_before_training = True
     default_masking = Masking()  # what a run that gives no masking flags masks (🤗's, 80/10/10)
 
     def __init__(self, name: str, declared=None):
@@ -41,6 +43,7 @@ class MaskedLmTask(Task):
         self.masking = self.default_masking
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
+        self.continued_from: Optional[str] = None  # the checkpoint a continued run started from, for its card
 
     def check(self, config) -> None:
         super().check(config)
@@ -114,6 +117,7 @@ class MaskedLmTask(Task):
 
 
     def build_model(self, config, tokenizer, train: ShardSet):
+        self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
             source = f"--model-name-or-path {config.model_name_or_path}"
             model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides)
@@ -156,7 +160,8 @@ class MaskedLmTask(Task):
 
     def card_words(self, model, tokenizer) -> CardWords:
         # the tokenizer's own mask token (the 🤗 TPU example's card wrote <mask> for a [MASK] tokenizer)
-        return CardWords("fill-mask", "a masked language model pretrained from scratch",
+        made = f"by continued pretraining of {self.continued_from}" if self.continued_from else "pretrained from scratch"
+        return CardWords("fill-mask", f"a masked language model {made}",
                          f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict")
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,

@@ -10,6 +10,7 @@ What a task says of its models (pipeline, summary, widget input, labels) comes f
 (`CardWords`), so the card knows no task.
 """
 
+import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Dict, List, Optional, Protocol, Tuple
@@ -17,7 +18,7 @@ from typing import Dict, List, Optional, Protocol, Tuple
 from mlm_tpu.corpus import datasets_of, describe_corpus
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.pooling import MODELING_FILE, POOLING_FOLDER, pools_mean
-from mlm_tpu.output_dir import write_file, write_json
+from mlm_tpu.output_dir import RUN_INFO_FILE, write_file, write_json
 
 LOSS_PLOT = "loss.png"
 FACTS_FILE = ".card_facts.json"  # what the card says, kept beside it so an export can write it again (not pushed)
@@ -71,6 +72,9 @@ class CardFacts:
     validation: Dict[str, float] = field(default_factory=dict)  # the saved epoch's scores
     validation_corpus: Optional[dict] = None  # the validation shards' manifest's settings["corpus"]
     mean_pooled: bool = False  # a classifier whose head reads the mean (pooling.py): PyTorch loads its own class
+    base_model: Optional[str] = None  # the checkpoint the run started from, as given (--model-name-or-path)
+    base_model_hub_id: Optional[str] = None  # its name on the Hub (hub_name), the metadata's base_model
+    validation_before_training: Dict[str, float] = field(default_factory=dict)  # the checkpoint's scores, as loaded
 
     @classmethod
     def of_model(cls, task: DescribesItsModels, model, tokenizer, **run) -> "CardFacts":
@@ -105,6 +109,8 @@ def _how_it_was_made(facts: CardFacts) -> List[str]:
              + (f", {facts.layers} layers of width {facts.hidden_size}" if facts.layers else "")
              + (f", a vocabulary of {facts.vocab_size:,}" if facts.vocab_size else ""),
              f"- **Corpus**: {describe_corpus(facts.corpus)}"]
+    if facts.base_model:
+        lines.append(f"- **Started from**: {facts.base_model}")
     if facts.steps:
         lines.append(f"- **Training**: {facts.steps:,} steps" + (f" (epoch {facts.epoch} saved)" if facts.epoch else "")
                      + (f" of {facts.global_batch_size} examples" if facts.global_batch_size else "")
@@ -169,6 +175,35 @@ def _shown_scores(facts: CardFacts) -> Dict[str, str]:
     return {name: word for name, word in words.items() if name in facts.validation}
 
 
+def _validation_table(facts: CardFacts, shown: Dict[str, str]) -> List[str]:
+    """The saved epoch's scores; beside them, a continued run's scores of its checkpoint as loaded (what continuing
+    bought)."""
+    def cells(scores: Dict[str, float]) -> str:
+        return " | ".join(_score(name, scores[name]) if name in scores else "" for name in shown)
+
+    if not facts.validation_before_training:
+        return ["| " + " | ".join(shown.values()) + " |", "|" + " --- |" * len(shown), f"| {cells(facts.validation)} |"]
+    return ["| | " + " | ".join(shown.values()) + " |", "| --- |" + " --- |" * len(shown),
+            f"| {facts.base_model or 'the checkpoint'}, as loaded | {cells(facts.validation_before_training)} |",
+            f"| after {facts.steps or 0:,} steps of continued pretraining | {cells(facts.validation)} |"]
+
+
+def hub_name(name_or_path: Optional[str]) -> Optional[str]:
+    """What a card's metadata may call the model a run started from (the Hub takes a `base_model` that names a model
+    there): a Hub name as given; a local folder, the name mlm_tpu pushed it under (its training_args.json's
+    hub_model_id), else None, as transformers' own cards leave a local base out."""
+    if not name_or_path or name_or_path.startswith("gs://"):
+        return None
+    if not os.path.isdir(name_or_path):
+        return name_or_path
+    try:
+        with open(os.path.join(name_or_path, RUN_INFO_FILE), encoding="utf-8") as stream:
+            recorded = json.load(stream).get("hub_model_id")
+    except (OSError, ValueError, AttributeError):  # none, or not a record of ours
+        return None
+    return recorded if isinstance(recorded, str) and recorded else None
+
+
 def _eval_results(facts: CardFacts, words: Dict[str, str]):
     """The model-index entries (huggingface_hub's EvalResult) of the validation scores: the task, the validation
     data (a Hub dataset by its name; local files as such) and each score."""
@@ -193,14 +228,13 @@ def model_card_text(facts: CardFacts, name: str, has_loss_plot: bool) -> str:
     data = ModelCardData(library_name="transformers", pipeline_tag=words.pipeline_tag,
                          tags=["mlm_tpu", facts.model_type, facts.task, "tensorflow", "pytorch", "safetensors"],
                          datasets=datasets_of(facts.corpus) or None, widget=[{"text": words.widget_text}],
-                         model_name=name if shown else None,
+                         base_model=facts.base_model_hub_id, model_name=name if shown else None,
                          eval_results=_eval_results(facts, shown) if shown else None)
     body = [f"# {name}", "", f"{words.summary[0].upper()}{words.summary[1:]}, "
             "trained with mlm_tpu on TensorFlow and 🤗 Transformers.", "",
             "## How it was made", "", *_how_it_was_made(facts), ""]
     if shown:
-        body += ["## Validation", "", "| " + " | ".join(shown.values()) + " |", "|" + " --- |" * len(shown),
-                 "| " + " | ".join(_score(name, facts.validation[name]) for name in shown) + " |", ""]
+        body += ["## Validation", "", *_validation_table(facts, shown), ""]
     if has_loss_plot:
         body += ["## Loss", "", f"![training and validation loss]({LOSS_PLOT})", ""]
     body += _usage(facts, name)

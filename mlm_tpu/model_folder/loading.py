@@ -13,6 +13,7 @@ needed) as the mapping it expects.
 import glob
 import os
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
@@ -24,6 +25,7 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 # original ones and fills no masks, and in GENERATOR_FOLDER the masked LM trained beside it.
 DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
 GENERATOR_FOLDER = "generator"
+WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes, sharded too
 # The task heads transformers puts on an encoder in place of its masked-LM head.
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                       "ForMultipleChoice")
@@ -54,13 +56,22 @@ class SafetensorsWeights(Mapping):
     what to do."""
 
     def __init__(self, path: str, what: str, fix: str):
-        from safetensors import SafetensorError, safe_open
+        from safetensors import safe_open
+
+        self._path, self._what, self._fix = path, what, fix
+        with self._damage_named():
+            self._file = safe_open(path, framework="numpy")
+
+    @contextmanager
+    def _damage_named(self):
+        """A safetensors error (its header, or a tensor past the end of a file cut short) as one line."""
+        from safetensors import SafetensorError
 
         try:
-            self._file = safe_open(path, framework="numpy")
+            yield
         except (SafetensorError, OSError) as error:
-            raise UserError(f"{what}: its {os.path.basename(path)} is not a readable safetensors file "
-                            f"({reason_of(error)}; it may have been cut short); {fix}") from None
+            raise UserError(f"{self._what}: its {os.path.basename(self._path)} is not a readable safetensors file "
+                            f"({reason_of(error)}; it may have been cut short); {self._fix}") from None
 
     def __iter__(self):
         return iter(self._file.keys())
@@ -69,10 +80,11 @@ class SafetensorsWeights(Mapping):
         return len(self._file.keys())
 
     def __getitem__(self, name: str):
-        return self._file.get_tensor(name)
+        return self.get_tensor(name)
 
     def get_tensor(self, name: str):
-        return self._file.get_tensor(name)
+        with self._damage_named():
+            return self._file.get_tensor(name)
 
 
 def pytorch_checkpoint_files(folder: str):
@@ -103,6 +115,14 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     return model
 
 
+def _check_weights_there(folder: str, flag: str) -> None:
+    """A local folder with a config but no weights (copied without its large files) named as such: transformers
+    says only which files it looked for."""
+    if os.path.isdir(folder) and not any(glob.glob(os.path.join(folder, pattern)) for pattern in WEIGHT_FILES):
+        raise UserError(f"{flag} {folder} holds no weights (no tf_model.h5, model.safetensors or pytorch_model.bin "
+                        "beside its config.json); copy the folder again with its weights")
+
+
 def _check_tensorflow_weights(folder: str, flag: str) -> None:
     """A local tf_model.h5 that HDF5 cannot open (cut short by a copy or a full disk) named as such: transformers
     says only "Unable to load weights from h5 file", and suggests from_pt=True."""
@@ -124,6 +144,7 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
     other labels), are new. Returns (model, the PyTorch names of the new weights); a missing weight of the encoder
     itself is one error line."""
     check_model_folder(name_or_path, flag)
+    _check_weights_there(name_or_path, flag)
     _check_tensorflow_weights(name_or_path, flag)
     try:
         files = pytorch_checkpoint_files(name_or_path)
@@ -132,7 +153,9 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
 
             model = model_class.from_config(config)
             model.build_in_name_scope()
-            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path, f"{flag} {name_or_path}",
+                                                                                     "copy the checkpoint again"),
+                                                          tf_inputs=False,
                                                           allow_missing_keys=True, output_loading_info=True,
                                                           ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
                      for path in files]

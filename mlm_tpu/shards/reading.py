@@ -158,16 +158,17 @@ def _check_sizes(manifest: dict, files: List[str], flag: str) -> None:
                             f"{' (cut short?)' if size < expected else ''}; copy it again or re-shard the split")
 
 
-def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str) -> None:
-    """Refuse a tokenizer other than the one the manifest says made the shards (ids would mean other pieces)."""
+def check_tokenizer(shards: ShardSet, tokenizer, flag: str, tokenizer_flag: str,
+                    fix: str = "pass the tokenizer that made them, or re-shard with this one") -> None:
+    """Refuse a tokenizer other than the one the manifest says made the shards (ids would mean other pieces); `fix`
+    says what to do."""
     from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
     recorded = (shards.manifest or {}).get("settings", {}).get("tokenizer_fingerprint")
     given = tokenizer_fingerprint(tokenizer) if recorded else None
     if recorded != given and recorded != tokenizer_fingerprint(tokenizer, as_saved=True):
         raise UserError(f"{flag}: the shards in {shards.folder} were made with another tokenizer than {tokenizer_flag} "
-                        f"(fingerprint {recorded}, not {given}); pass the tokenizer that made them, or re-shard with "
-                        "this one")
+                        f"(fingerprint {recorded}, not {given}); {fix}")
 
 
 def find_short_shard(shards: ShardSet) -> Optional[str]:

@@ -53,8 +53,11 @@ def check_tokenizers(config: TrunkConfig, tokenizer, train_shards: ShardSet,
     """The tokenizer the run trains with is the base's (its embeddings), then the one every split (each mixture
     member) was sharded with (its ids)."""
     check_base_vocabulary(config, tokenizer)
-    given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of {config.model_name_or_path}"
+    base = config.model_name_or_path
+    given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of --model-name-or-path {base}"
+    # without --tokenizer, the model's own: its embeddings were learnt for its pieces, so only re-sharding can fix it
+    fix = {} if config.tokenizer else {"fix": f"re-shard the text with it (`mlm-tpu shard --tokenizer {base} ...`)"}
     for flag, shards in (*(("--train-dataset", member) for member in members_of(train_shards)),
                          ("--eval-dataset", eval_shards)):
         if shards:
-            check_tokenizer(shards, tokenizer, flag, given)
+            check_tokenizer(shards, tokenizer, flag, given, **fix)

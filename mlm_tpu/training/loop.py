@@ -1,5 +1,6 @@
-"""The training loop, in plain sight: run steps; at each epoch's end validate, then save if the score improved,
-then push; back up at exact steps; stop with a backup when asked (stops.py).
+"""The training loop, in plain sight: a continued pretraining run first validates its checkpoint as loaded; then
+run steps; at each epoch's end validate, then save if the score improved, then push; back up at exact steps; stop
+with a backup when asked (stops.py).
 
 - Every step's training loss comes back from the device: a loss that is not finite stops the run
   before anything is saved over a good model;
@@ -19,7 +20,7 @@ import tf_keras as keras
 
 from mlm_tpu.console import log, progress, warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts
+from mlm_tpu.model_folder.card import LOSS_PLOT, CardFacts, hub_name
 from mlm_tpu.output_dir import BEST_RECORD, RUN_INFO_FILE
 from mlm_tpu.shards.mixture import MemberCounts
 from mlm_tpu.shards.pipeline import reading_errors
@@ -34,6 +35,7 @@ from mlm_tpu.training.task import Task
 from mlm_tpu.training.throughput import Throughput, find_peak
 
 CLAIM_REFRESH_SECONDS = 60
+BEFORE_TRAINING_KEY = "validation_before_training"  # of training_args.json's "run": the checkpoint's, as loaded
 
 
 @dataclass
@@ -55,6 +57,9 @@ class LoopState:
     # (mixture.MemberCounts); None without a mixture, and in backups of mlm_tpu <= 0.4.0
     mixture_taken: Optional[List[List[int]]] = None
     packed_rows: Optional[dict] = None  # --pack: epoch 1's packed rows per virtual pipeline, keyed (packed_rows.py)
+    # a continued pretraining run: the validation scores of its checkpoint as loaded, before the first step (kept in
+    # the backups, so a resumed run reports the figures it does not measure again)
+    before_training: Optional[dict] = None
 
 
 @dataclass
@@ -108,6 +113,8 @@ class Loop:
     def train(self, train_steps, iterator, step: int) -> None:
         run = self.run
         self.callbacks.on_train_begin()
+        if step == 0 and self.validates_before_training():
+            self.validate_before_training()
         going_on = True
         if run.state.epoch_steps and self.ends_epoch(step):  # stopped after the epoch's last step, before its end
             going_on = self.finish_epoch(step, None, 0)
@@ -140,6 +147,23 @@ class Loop:
             else:
                 self.between_executions(step)
         self.callbacks.on_train_end()
+
+    def validates_before_training(self) -> bool:
+        """Whether the run scores its checkpoint before the first step: a pretraining task continuing
+        --model-name-or-path, with validation shards, that has not scored it yet (a run killed before its first backup
+        starts again from step 0, and scores it again: with the same figures)."""
+        run = self.run
+        return bool(run.task.validates_before_training and run.config.model_name_or_path and run.validation
+                    and run.state.before_training is None)
+
+    def validate_before_training(self) -> None:
+        """The task's validation (the epochs' own) of the checkpoint as loaded: in the log, the loop's state (so the
+        backups keep it), training_args.json (under "run") and the card, beside the scores continuing reached."""
+        run = self.run
+        scores = run.validation.run()
+        log(f"Before training (the checkpoint as loaded): {run.validation.describe(scores)}")
+        run.state.before_training = scores
+        run.run_info["run"][BEFORE_TRAINING_KEY] = scores
 
     def ends_epoch(self, step: int) -> bool:
         run = self.run
@@ -269,7 +293,10 @@ class Loop:
         self.saved_card = run.task.card_facts(run.model, run.tokenizer, corpus=corpus,
                                                max_length=run.shards.length, steps=step, epoch=epoch + 1,
                                                global_batch_size=run.plan.global_batch_size, hardware=run.hardware,
-                                               validation=scores, validation_corpus=run.eval_corpus)
+                                               validation=scores, validation_corpus=run.eval_corpus,
+                                               base_model=run.config.model_name_or_path,
+                                               base_model_hub_id=hub_name(run.config.model_name_or_path),
+                                               validation_before_training=run.state.before_training or {})
         run.task.save_model(run.config.output_dir, run.model, run.tokenizer, self.saved_card,
                              {RUN_INFO_FILE: run.run_info, **(records or {})}, self.card_name)
 

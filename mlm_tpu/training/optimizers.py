@@ -219,5 +219,9 @@ def describe_optimizer(config, optimizer, model) -> str:
     warmup = (f"{config.warmup_steps:,} warm-up steps" if config.warmup_steps is not None
               else f"warm-up {config.warmup_ratio:g} of the steps")
     base = f"T5X's base {config.base_learning_rate:g}: " if config.base_learning_rate is not None else ""
-    return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule ({base}peak {config.learning_rate:g}, "
-            f"{warmup}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the trainable weights' {weights:,})")
+    # a run from a checkpoint starts its schedule at step 0 too (its optimizer state is new): --learning-rate the peak
+    start = (f"from step 0 on the weights of --model-name-or-path {config.model_name_or_path}, "
+             if config.model_name_or_path else "")
+    return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule ({start}{base}peak "
+            f"{config.learning_rate:g}, {warmup}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the "
+            f"trainable weights' {weights:,})")

@@ -148,6 +148,9 @@ class Task:
     model_class: type  # the transformers TF class of its models
     accuracy_name: str  # what the training accuracy counts, for the logs ("masked_accuracy", "token_accuracy")
     takes_pretrained_weights = True  # whether it can start from --model-name-or-path (the masked LM: from scratch)
+    # a pretraining task: a run that continues --model-name-or-path validates the checkpoint as loaded before its first
+    # step (loop.py), so its log, records and card show what continuing bought
+    validates_before_training = False
     packs: bool = False  # whether --pack can put several of its examples in one row
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
     # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it

@@ -39,7 +39,7 @@ from mlm_tpu.training.data_order import SHARES
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
 from mlm_tpu.training.input import InputPlan, Plan, find_training_shards, member_counts, plan_input, training_input
-from mlm_tpu.training.loop import Loop, LoopState, Run
+from mlm_tpu.training.loop import BEFORE_TRAINING_KEY, Loop, LoopState, Run
 from mlm_tpu.training.multi_worker import cluster_errors, worker_of
 from mlm_tpu.training.optimizers import with_schedule_defaults
 from mlm_tpu.training.run_logs import RunLogs
@@ -57,6 +57,7 @@ class TrainingResult:
     steps: int
     epochs: List[dict]  # {epoch, step, loss, <accuracy>, validation: {...}, saved}
     best: Optional[dict]
+    before_training: Optional[dict] = None  # a continued pretraining run: its checkpoint's validation, as loaded
 
 
 class Trainer:
@@ -127,7 +128,7 @@ class Trainer:
         state.input_pipelines, state.pipeline_shares, state.packed_rows = (planned.layout.input_pipelines, SHARES,
                                                                            planned.packing)
         counts = member_counts(config, shards, planned.layout, step, state.mixture_taken)
-        info = run_info(config, plan, strategy, shards, changes)
+        info = run_info(config, plan, strategy, shards, changes, state.before_training)
         # the chief writes the run's settings now, unless a model is there: then they come with the first save
         if self.worker.is_chief and not os.path.isfile(os.path.join(config.output_dir, "config.json")):
             write_json(os.path.join(config.output_dir, RUN_INFO_FILE), info)
@@ -164,7 +165,7 @@ class Trainer:
         state, output_dir = run.state, run.config.output_dir
         first, last = state.epochs[0]["loss"], state.epochs[-1]["loss"]
         log(f"Done: loss {first:.3f} -> {last:.3f}; model and tokenizer in {output_dir}")
-        return TrainingResult(output_dir, run.plan.total_steps, state.epochs, state.best)
+        return TrainingResult(output_dir, run.plan.total_steps, state.epochs, state.best, state.before_training)
 
 
 def hub_pusher(config: TrunkConfig):
@@ -181,9 +182,12 @@ def corpus_of(shards: Optional[ShardSet]) -> Optional[dict]:
     return (shards.manifest or {}).get("settings", {}).get("corpus") if shards else None
 
 
-def run_info(config: TrunkConfig, plan: Plan, strategy, shards: ShardSet, setting_changes: List[dict]) -> dict:
-    """training_args.json: the config (`--config` replays it) and, under "run", what this run computed, and the
-    settings changed on resuming (--allow-changed-settings), each with the step it took effect at."""
+def run_info(config: TrunkConfig, plan: Plan, strategy, shards: ShardSet, setting_changes: List[dict],
+             before_training: Optional[dict] = None) -> dict:
+    """training_args.json: the config (`--config` replays it) and, under "run", what this run computed, the
+    settings changed on resuming (--allow-changed-settings), each with the step it took effect at, and a continued
+    run's validation of its checkpoint before training (the loop adds it once it has it; a resumed run, from its
+    backup)."""
     run = {"replicas": strategy.num_replicas_in_sync, "hosts": input_hosts(strategy),
            "strategy": describe(strategy), **asdict(plan),
            "train_examples": shards.records, "max_length": shards.length,
@@ -192,6 +196,8 @@ def run_info(config: TrunkConfig, plan: Plan, strategy, shards: ShardSet, settin
         run["mixture"] = shards.describe()
     if setting_changes:
         run["setting_changes"] = setting_changes
+    if before_training is not None:
+        run[BEFORE_TRAINING_KEY] = before_training
     return {**to_dict(config), "run": run}
 
 
