@@ -10,6 +10,7 @@ real: a continued run's validation, one step at a negligible learning rate, is `
 
 import contextlib
 import io
+import re
 import shutil
 from pathlib import Path
 
@@ -129,8 +130,7 @@ def test_a_roberta_given_to_task_electra_is_refused_saying_to_continue_it_with_t
     assert "is a roberta model: continue it with --task mlm" in error
 
 
-@pytest.mark.parametrize("case", ["another vocabulary", "not a masked LM", "no generator", "generator as M",
-                                  "generator without M", "model config", "generator size ratio"])
+@pytest.mark.parametrize("case", ["another vocabulary", "not a masked LM"])
 def test_a_generator_that_cannot_go_beside_the_discriminator_is_refused(shards, checkpoint, tmp_path, case):
     from transformers import ElectraConfig
 
@@ -138,25 +138,41 @@ def test_a_generator_that_cannot_go_beside_the_discriminator_is_refused(shards, 
     config = ElectraConfig.from_pretrained(checkpoint["generator"])
     config.vocab_size += 100
     config.save_pretrained(other)
-    discriminator, generator = ("--model-name-or-path", checkpoint["discriminator"]), ("--generator-name-or-path",
-                                                                                       checkpoint["generator"])
-    flags, expected = {
-        "another vocabulary": ((*discriminator, "--generator-name-or-path", other),
-                               f"has vocab_size {config.vocab_size}, the discriminator {config.vocab_size - 100}"),
-        "not a masked LM": ((*discriminator, "--generator-name-or-path", checkpoint["discriminator"]),
-                            "holds ElectraForPreTraining, not an ELECTRA generator"),
+    generator, expected = {
+        "another vocabulary": (other, f"has vocab_size {config.vocab_size}, the discriminator {config.vocab_size - 100}"
+                                      ": the two share one embeddings layer"),
+        "not a masked LM": (checkpoint["discriminator"], "holds ElectraForPreTraining, not an ELECTRA generator"),
+    }[case]
+    assert expected in refused(shards, checkpoint, tmp_path, "--model-name-or-path", checkpoint["discriminator"],
+                               "--generator-name-or-path", generator)
+
+
+@pytest.mark.parametrize("case", ["no generator", "generator as M", "generator without M", "model config",
+                                  "generator size ratio"])
+def test_settings_that_cannot_continue_electra_are_refused_before_anything_loads(checkpoint, case):
+    """What the run's checks and its model's building refuse, here in this process (the commands' one line is the
+    subprocess tests' above)."""
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import TrainingConfig, make_task
+    from mlm_tpu.training.checks import check_config
+
+    discriminator = dict(model_name_or_path=str(checkpoint["discriminator"]))
+    generator = dict(generator_name_or_path=str(checkpoint["generator"]))
+    settings, expected = {
         "no generator": (discriminator, "has no generator/ folder (it was not saved by --task electra); give its "
                                         "generator with --generator-name-or-path"),
-        "generator as M": (("--model-name-or-path", checkpoint["generator"]),
+        "generator as M": (dict(model_name_or_path=str(checkpoint["generator"])),
                            "is an ELECTRA generator (ElectraForMaskedLM); give the discriminator"),
-        "generator without M": (("--tokenizer", checkpoint["run"], *generator),
-                                "--generator-name-or-path continues a generator beside the discriminator of "
-                                "--model-name-or-path"),
-        "model config": ((*discriminator, *generator, "--model-config", "electra-tiny"), "drop --model-config"),
-        "generator size ratio": ((*discriminator, *generator, "--generator-size-ratio", 0.5),
+        "generator without M": (generator, "--generator-name-or-path continues a generator beside the discriminator "
+                                           "of --model-name-or-path"),
+        "model config": ({**discriminator, **generator, "model_config": "electra-tiny"}, "drop --model-config"),
+        "generator size ratio": ({**discriminator, **generator, "generator_size_ratio": 0.5},
                                  "drop --generator-size-ratio"),
     }[case]
-    assert expected in refused(shards, checkpoint, tmp_path, *flags)
+    config = TrainingConfig("train", "out", task="electra", **settings)
+    with pytest.raises(UserError, match=re.escape(expected)):
+        check_config(config, make_task("electra"))
+        continued(checkpoint, **settings)
 
 
 # --- end to end: a continued run starts at the checkpoint's loss ---
@@ -190,3 +206,4 @@ def test_a_continued_run_starts_at_the_checkpoints_loss(checkpoint, shards, tmp_
             {name: evaluated[name] for name in SCORES}, rel=1e-4), log[-2000:]
     saved = Path(tmp_path / "2")
     assert (saved / "generator" / "model.safetensors").is_file() and (saved / "model.safetensors").is_file()
+    assert f"an ELECTRA discriminator continued from {checkpoint['discriminator']}" in (saved / "README.md").read_text()

@@ -47,6 +47,7 @@ class ElectraTask(MaskedLmTask):
         super().__init__(name, declared)
         self.discriminator_weight = DEFAULT_DISCRIMINATOR_WEIGHT
         self.inspected_model: Optional[ElectraPretrainer] = None
+        self.continued_from: Optional[str] = None  # --model-name-or-path, which the cards name
 
     def check(self, config) -> None:
         if config.delta:
@@ -73,6 +74,7 @@ class ElectraTask(MaskedLmTask):
         self.inspected_model, _ = load_electra_folders(config.model)
 
     def build_model(self, config, tokenizer, train: ShardSet):
+        self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
             return continued_pretrainer(config, tokenizer, self.discriminator_weight)
         name = config.model_config or DEFAULT_PRESET
@@ -123,12 +125,16 @@ class ElectraTask(MaskedLmTask):
     def card_words(self, model, tokenizer) -> CardWords:
         if isinstance(model, TFElectraForMaskedLM):
             return CardWords("fill-mask", "the generator of an ELECTRA pretraining run, a small masked language model "
-                             "trained from scratch beside its discriminator (the folder above)",
+                             f"{self.how_trained()} beside its discriminator (the folder above)",
                              f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict",
                              scores=SCORE_NAMES)
-        return CardWords("feature-extraction", "an ELECTRA discriminator pretrained from scratch by replaced-token "
+        return CardWords("feature-extraction", f"an ELECTRA discriminator {self.how_trained()} by replaced-token "
                          "detection, an encoder to fine-tune (its generator is in generator/)",
                          "Paris is the capital of France.", "", scores=SCORE_NAMES)
+
+    def how_trained(self) -> str:
+        """How the cards say the models were trained: from scratch, or continued from a checkpoint."""
+        return f"continued from {self.continued_from}" if self.continued_from else "pretrained from scratch"
 
     def card_facts(self, model, tokenizer, **run) -> CardFacts:
         return CardFacts.of_model(self, model.discriminator, tokenizer, **run)
