@@ -206,4 +206,4 @@ def test_a_continued_run_starts_at_the_checkpoints_loss(checkpoint, shards, tmp_
             {name: evaluated[name] for name in SCORES}, rel=1e-4), log[-2000:]
     saved = Path(tmp_path / "2")
     assert (saved / "generator" / "model.safetensors").is_file() and (saved / "model.safetensors").is_file()
-    assert f"an ELECTRA discriminator continued from {checkpoint['discriminator']}" in (saved / "README.md").read_text()
+    assert f"ELECTRA discriminator continued from {checkpoint['discriminator']}" in (saved / "README.md").read_text()

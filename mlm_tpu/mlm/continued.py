@@ -38,8 +38,9 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
     from transformers import TFAutoModelForMaskedLM
 
-    from mlm_tpu.model_folder.loading import load_with_new_head
+    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head
 
+    check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG)  # an ELECTRA discriminator: its generator
     config = continued_config(name_or_path, tokenizer, overrides)
     model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
     base = (config.architectures or [config.model_type])[0]

@@ -1,5 +1,5 @@
 """`--task span-corruption`: T5 pretrained from scratch with T5's own objective, on raw rows from the sharder; or a T5
-checkpoint (t5, T5 1.1, mT5: --model-name-or-path, its shape and tokenizer its own) continued with it.
+checkpoint (t5, T5 1.1: --model-name-or-path, its shape and tokenizer its own) continued with it.
 
 The shards hold raw rows of T tokens (`python -m mlm_tpu.shard --task span-corruption`); each batch
 is corrupted in tf.data (span_corruption.py), drawn afresh from (seed, batch number), into inputs
