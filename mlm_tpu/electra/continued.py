@@ -46,15 +46,22 @@ def generator_source(config) -> Tuple[str, str]:
     return inside, FLAG
 
 
-def check_generator(name: str, flag: str, generator_config, discriminator_config, tokenizer) -> None:
-    """The generator must be an ELECTRA masked LM whose embeddings can be the discriminator's: the same shapes, and
-    (where it has a tokenizer of its own) the pieces of the run's tokenizer."""
-    from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
+def check_generator_type(name: str, flag: str) -> None:
+    """The generator must be an ELECTRA masked LM (its config; before its size is compared with anything)."""
+    from mlm_tpu.model_folder.loading import read_model_config
 
-    found = (generator_config.architectures or [generator_config.model_type])[0]
-    if generator_config.model_type != "electra" or found != GENERATOR_ARCHITECTURE:
+    config = read_model_config(name, flag)
+    found = (config.architectures or [config.model_type])[0]
+    if config.model_type != "electra" or found != GENERATOR_ARCHITECTURE:
         raise UserError(f"{flag} {name} holds {found}, not an ELECTRA generator (an {GENERATOR_ARCHITECTURE}, a "
                         f"masked LM); give the generator trained beside the discriminator, as {PUBLISHED_PAIR}")
+
+
+def check_shared_embeddings(name: str, flag: str, generator_config, discriminator_config, tokenizer) -> None:
+    """The generator's embeddings must be able to be the discriminator's: the same shapes, and (where it has a
+    tokenizer of its own) the pieces of the run's tokenizer."""
+    from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
+
     for setting in SHARED_SETTINGS:
         own, discriminators = getattr(generator_config, setting), getattr(discriminator_config, setting)
         if own != discriminators:
@@ -87,9 +94,10 @@ def continued_pretrainer(config, tokenizer, discriminator_weight: float):
 
     name = config.model_name_or_path
     generator_name, generator_flag = generator_source(config)
+    check_generator_type(generator_name, generator_flag)
     discriminator_config = continued_config(name, tokenizer, config.config_overrides)
     generator_config = continued_config(generator_name, tokenizer, config.config_overrides, generator_flag)
-    check_generator(generator_name, generator_flag, generator_config, discriminator_config, tokenizer)
+    check_shared_embeddings(generator_name, generator_flag, generator_config, discriminator_config, tokenizer)
     discriminator, new_weights = load_with_new_head(name, TFElectraForPreTraining, discriminator_config, FLAG)
     generator, _ = load_with_new_head(generator_name, TFElectraForMaskedLM, generator_config, generator_flag)
     model = ElectraPretrainer(generator, discriminator, discriminator_weight)

@@ -52,7 +52,7 @@ class SafetensorsWeights(Mapping):
     used; a damaged file (cut short, or not safetensors) is one line naming it: `what` says whose file it is, `fix`
     what to do."""
 
-    def __init__(self, path: str, what: str, fix: str):
+    def __init__(self, path: str, what: str, fix: str, aliases: Optional[Dict[str, str]] = None):
         from safetensors import SafetensorError, safe_open
 
         try:
@@ -60,18 +60,22 @@ class SafetensorsWeights(Mapping):
         except (SafetensorError, OSError) as error:
             raise UserError(f"{what}: its {os.path.basename(path)} is not a readable safetensors file "
                             f"({reason_of(error)}; it may have been cut short); {fix}") from None
+        names = set(self._file.keys())
+        # a weight the file does not hold, read from another it does (`aliases`: name -> the one it is read from)
+        self._aliases = {name: source for name, source in (aliases or {}).items()
+                         if name not in names and source in names}
 
     def __iter__(self):
-        return iter(self._file.keys())
+        return iter([*self._file.keys(), *self._aliases])
 
     def __len__(self) -> int:
-        return len(self._file.keys())
+        return len(self._file.keys()) + len(self._aliases)
 
     def __getitem__(self, name: str):
-        return self._file.get_tensor(name)
+        return self._file.get_tensor(self._aliases.get(name, name))
 
     def get_tensor(self, name: str):
-        return self._file.get_tensor(name)
+        return self[name]
 
 
 def pytorch_checkpoint_files(folder: str):
@@ -86,11 +90,13 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     from transformers import AutoConfig
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
-    model = model_class.from_config(AutoConfig.from_pretrained(folder))
+    config = AutoConfig.from_pretrained(folder)
+    aliases = untied_t5_output_of_transformers_5(config)
+    model = model_class.from_config(config)
     model.build_in_name_scope()
     loaded = set()
     for path in files:
-        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again")
+        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again", aliases)
         _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False,
                                                        allow_missing_keys=True, output_loading_info=True,
                                                        skip_logger_warnings=True)
@@ -100,6 +106,19 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
         raise UserError(f"{flag} {folder}: its model.safetensors lacks {len(missing)} weights of "
                         f"{model_class.__name__} ({', '.join(missing[:3])}, ...); is it a checkpoint of this model?")
     return model
+
+
+def untied_t5_output_of_transformers_5(config) -> Dict[str, str]:
+    """A T5 config transformers 5 saved says in `scale_decoder_outputs` whether the decoder's output is scaled by
+    d_model^-0.5 before the output layer (T5: yes; T5 1.1 and mT5: no), and writes `tie_word_embeddings` true always,
+    as it ties the output layer to the embeddings; transformers 4 reads both from `tie_word_embeddings`. So a T5 1.1
+    saved by transformers 5 is set untied (unscaled), and its output layer, which the file may hold only as the
+    embeddings, read from them where it is absent: the aliases for SafetensorsWeights."""
+    scaled = getattr(config, "scale_decoder_outputs", None)
+    if config.model_type != "t5" or scaled is None or scaled:
+        return {}
+    config.tie_word_embeddings = False
+    return {"lm_head.weight": "shared.weight"}
 
 
 def _check_tensorflow_weights(folder: str, flag: str) -> None:
