@@ -633,7 +633,7 @@ def roberta_config_for_electra(inputs):
     return flags
 
 
-@row("train", "--delta lora", "--task electra pretrains one from scratch", absent=("adapter",))
+@row("train", "--delta lora", "--task electra pretrains (or continues) both of its models whole", absent=("adapter",))
 def electra_with_a_delta(inputs):
     flags = train_flags(inputs, None, "--task", "electra", output="adapter")
     del flags[flags.index("--model-config"):flags.index("--model-config") + 2]

@@ -1,5 +1,5 @@
-"""The settings of `--task electra`: the masked LM's (its generator masks and predicts as the masked LM does), and
-the generator's size and the discriminator's weight in the loss."""
+"""The settings of `--task electra`: the masked LM's (its generator masks and predicts as the masked LM does), the
+generator's size and the discriminator's weight in the loss, and the generator a continued run starts from."""
 
 from dataclasses import dataclass
 from typing import Optional
@@ -22,3 +22,10 @@ class ElectraSettings(MaskedLmSettings):
         None, low=0, low_open=True, group="task", metavar="LAMBDA",
         help="--task electra: the loss is the generator's masked-LM loss + LAMBDA x the discriminator's binary "
              "cross-entropy over every real token (default: 50, the paper's).")
+    generator_name_or_path: Optional[str] = setting(  # the generator beside --model-name-or-path's discriminator
+        None, group="task", metavar="PATH",
+        help="--task electra with --model-name-or-path (a discriminator given apart from its generator, as "
+             "google/electra-small-discriminator and google/electra-small-generator are published): the generator "
+             "to continue beside it, an ElectraForMaskedLM folder or Hub name of the same vocabulary (default: the "
+             "generator/ folder inside --model-name-or-path, as --task electra saves it). The generator then reads "
+             "the discriminator's embeddings.")

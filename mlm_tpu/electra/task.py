@@ -1,4 +1,5 @@
-"""`--task electra`: ELECTRA pretrained from scratch by replaced-token detection, on the masked-LM shards as they are.
+"""`--task electra`: ELECTRA pretrained from scratch by replaced-token detection, on the masked-LM shards as they are;
+or continued from a discriminator and its generator (--model-name-or-path, --generator-name-or-path: continued.py).
 
 Each batch is masked by the masked LM's masker (through MaskedLmTask.make_transform: --masking token, whole-word or
 span, into the sparse head's prediction slots unless --dense-mlm-head), by default as ELECTRA masks (masking.py's
@@ -18,6 +19,7 @@ import tensorflow as tf
 from transformers import TFElectraForMaskedLM
 
 from mlm_tpu.console import log
+from mlm_tpu.electra.continued import GENERATOR_FLAG, check_discriminator, continued_pretrainer
 from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save_electra_folders
 from mlm_tpu.electra.model import DEFAULT_DISCRIMINATOR_WEIGHT, ElectraPretrainer
 from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, generator_config, generator_size_ratio
@@ -36,7 +38,6 @@ from mlm_tpu.training.task import Task, Validation
 class ElectraTask(MaskedLmTask):
     model_class = Task.head_class  # TFElectraForPreTraining, as mlm_tpu/tasks.py declares it
     accuracy_name = "discriminator_accuracy"
-    takes_pretrained_weights = False  # pretrains from scratch
     companion_folders = (GENERATOR_FOLDER,)
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
@@ -46,12 +47,23 @@ class ElectraTask(MaskedLmTask):
         super().__init__(name, declared)
         self.discriminator_weight = DEFAULT_DISCRIMINATOR_WEIGHT
         self.inspected_model: Optional[ElectraPretrainer] = None
+        self.continued_from: Optional[str] = None  # --model-name-or-path, which the cards name
 
     def check(self, config) -> None:
         if config.delta:
-            raise UserError(f"--delta {config.delta} tunes a pretrained model; --task electra pretrains one from "
-                            "scratch: drop --delta (the discriminator it saves can be tuned afterwards)")
+            raise UserError(f"--delta {config.delta} tunes a pretrained model; --task electra pretrains (or continues) "
+                            "both of its models whole: drop --delta (the discriminator it saves can be tuned "
+                            "afterwards)")
+        if config.generator_name_or_path and not config.model_name_or_path:
+            raise UserError(f"{GENERATOR_FLAG} continues a generator beside the discriminator of "
+                            "--model-name-or-path; give that discriminator, or drop it to pretrain both from scratch")
+        if config.model_name_or_path and config.generator_size_ratio:
+            raise UserError(f"--generator-size-ratio shapes a generator trained from scratch; --model-name-or-path "
+                            f"{config.model_name_or_path} continues one of its own width: drop --generator-size-ratio")
         super().check(config)
+
+    def check_base(self, base_config, where: str) -> None:
+        check_discriminator(base_config, where)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         super().prepare(config, tokenizer, train, evaluation)
@@ -62,6 +74,9 @@ class ElectraTask(MaskedLmTask):
         self.inspected_model, _ = load_electra_folders(config.model)
 
     def build_model(self, config, tokenizer, train: ShardSet):
+        self.continued_from = config.model_name_or_path
+        if config.model_name_or_path:
+            return continued_pretrainer(config, tokenizer, self.discriminator_weight)
         name = config.model_config or DEFAULT_PRESET
         discriminator = discriminator_config(name, tokenizer, train.length, config.config_overrides)
         ratio = generator_size_ratio(name, config.generator_size_ratio)
@@ -110,12 +125,16 @@ class ElectraTask(MaskedLmTask):
     def card_words(self, model, tokenizer) -> CardWords:
         if isinstance(model, TFElectraForMaskedLM):
             return CardWords("fill-mask", "the generator of an ELECTRA pretraining run, a small masked language model "
-                             "trained from scratch beside its discriminator (the folder above)",
+                             f"{self.how_trained()} beside its discriminator (the folder above)",
                              f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict",
                              scores=SCORE_NAMES)
-        return CardWords("feature-extraction", "an ELECTRA discriminator pretrained from scratch by replaced-token "
+        return CardWords("feature-extraction", f"an ELECTRA discriminator {self.how_trained()} by replaced-token "
                          "detection, an encoder to fine-tune (its generator is in generator/)",
                          "Paris is the capital of France.", "", scores=SCORE_NAMES)
+
+    def how_trained(self) -> str:
+        """How the cards say the models were trained: from scratch, or continued from a checkpoint."""
+        return f"continued from {self.continued_from}" if self.continued_from else "pretrained from scratch"
 
     def card_facts(self, model, tokenizer, **run) -> CardFacts:
         return CardFacts.of_model(self, model.discriminator, tokenizer, **run)

@@ -13,16 +13,15 @@ from mlm_tpu.errors import UserError, reason_of
 FLAG = "--model-name-or-path"
 
 
-def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] = None):
-    """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
-    from transformers import AutoConfig, TFAutoModelForMaskedLM
-
-    from mlm_tpu.model_folder.loading import load_with_new_head
+def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = None, flag: str = FLAG):
+    """The config of the checkpoint `name_or_path` with --config-overrides, checked to embed every token of the
+    run's tokenizer."""
+    from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
-        raise UserError(f"{FLAG} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
+        raise UserError(f"{flag} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
     if overrides:
         try:
             config.update_from_string(overrides)
@@ -32,6 +31,17 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     if len(tokenizer) > config.vocab_size:
         raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
                         f"embeddings; {_own_tokenizer(name_or_path, config.vocab_size)}")
+    return config
+
+
+def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] = None):
+    """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
+    from transformers import TFAutoModelForMaskedLM
+
+    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head
+
+    check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG)  # an ELECTRA discriminator: its generator
+    config = continued_config(name_or_path, tokenizer, overrides)
     model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
     base = (config.architectures or [config.model_type])[0]
     if new_weights:

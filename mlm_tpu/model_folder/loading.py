@@ -55,12 +55,16 @@ class SafetensorsWeights(Mapping):
     used; a damaged file (cut short, or not safetensors) is one line naming it: `what` says whose file it is, `fix`
     what to do."""
 
-    def __init__(self, path: str, what: str, fix: str):
+    def __init__(self, path: str, what: str, fix: str, aliases: Optional[Dict[str, str]] = None):
         from safetensors import safe_open
 
         self._path, self._what, self._fix = path, what, fix
         with self._damage_named():
             self._file = safe_open(path, framework="numpy")
+        names = set(self._file.keys())
+        # a weight the file does not hold, read from another it does (`aliases`: name -> the one it is read from)
+        self._aliases = {name: source for name, source in (aliases or {}).items()
+                         if name not in names and source in names}
 
     @contextmanager
     def _damage_named(self):
@@ -74,17 +78,17 @@ class SafetensorsWeights(Mapping):
                             f"({reason_of(error)}; it may have been cut short); {self._fix}") from None
 
     def __iter__(self):
-        return iter(self._file.keys())
+        return iter([*self._file.keys(), *self._aliases])
 
     def __len__(self) -> int:
-        return len(self._file.keys())
+        return len(self._file.keys()) + len(self._aliases)
 
     def __getitem__(self, name: str):
         return self.get_tensor(name)
 
     def get_tensor(self, name: str):
         with self._damage_named():
-            return self._file.get_tensor(name)
+            return self._file.get_tensor(self._aliases.get(name, name))
 
 
 def pytorch_checkpoint_files(folder: str):
@@ -99,11 +103,13 @@ def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
     from transformers import AutoConfig
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
-    model = model_class.from_config(AutoConfig.from_pretrained(folder))
+    config = AutoConfig.from_pretrained(folder)
+    aliases = untied_t5_output_of_transformers_5(config)
+    model = model_class.from_config(config)
     model.build_in_name_scope()
     loaded = set()
     for path in files:
-        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again")
+        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again", aliases)
         _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False,
                                                        allow_missing_keys=True, output_loading_info=True,
                                                        skip_logger_warnings=True)
@@ -121,6 +127,19 @@ def _check_weights_there(folder: str, flag: str) -> None:
     if os.path.isdir(folder) and not any(glob.glob(os.path.join(folder, pattern)) for pattern in WEIGHT_FILES):
         raise UserError(f"{flag} {folder} holds no weights (no tf_model.h5, model.safetensors or pytorch_model.bin "
                         "beside its config.json); copy the folder again with its weights")
+
+
+def untied_t5_output_of_transformers_5(config) -> Dict[str, str]:
+    """A T5 config transformers 5 saved says in `scale_decoder_outputs` whether the decoder's output is scaled by
+    d_model^-0.5 before the output layer (T5: yes; T5 1.1 and mT5: no), and writes `tie_word_embeddings` true always,
+    as it ties the output layer to the embeddings; transformers 4 reads both from `tie_word_embeddings`. So a T5 1.1
+    saved by transformers 5 is set untied (unscaled), and its output layer, which the file may hold only as the
+    embeddings, read from them where it is absent: the aliases for SafetensorsWeights."""
+    scaled = getattr(config, "scale_decoder_outputs", None)
+    if config.model_type != "t5" or scaled is None or scaled:
+        return {}
+    config.tie_word_embeddings = False
+    return {"lm_head.weight": "shared.weight"}
 
 
 def _check_tensorflow_weights(folder: str, flag: str) -> None:

@@ -1,4 +1,5 @@
-"""`--task span-corruption`: T5 pretrained from scratch with T5's own objective, on raw rows from the sharder.
+"""`--task span-corruption`: T5 pretrained from scratch with T5's own objective, on raw rows from the sharder; or a T5
+checkpoint (t5, T5 1.1: --model-name-or-path, its shape and tokenizer its own) continued with it.
 
 The shards hold raw rows of T tokens (`python -m mlm_tpu.shard --task span-corruption`); each batch
 is corrupted in tf.data (span_corruption.py), drawn afresh from (seed, batch number), into inputs
@@ -22,7 +23,7 @@ from mlm_tpu.t5.span_corruption import SpanCorrupter
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
-from mlm_tpu.training.task import BestMetric, Task, Validation, refuse_masking, run_tokenizer
+from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -45,6 +46,11 @@ class SpanCorruptionTask(Task):
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
         self.lengths: Optional[SpanLengths] = None
+        self.continued_from: Optional[str] = None  # --model-name-or-path, which the card names
+
+    def check(self, config) -> None:
+        super().check(config)
+        check_one_start(config, "the T5 to continue")  # its shape is the checkpoint's
 
     def load_tokenizer(self, config):
         return run_tokenizer(config)
@@ -77,6 +83,7 @@ class SpanCorruptionTask(Task):
 
     def build_model(self, config, tokenizer, train: ShardSet):
         lengths = self.lengths
+        self.continued_from = config.model_name_or_path
         return build_t5(config, tokenizer, {
             "task": self.name, "max_length": lengths.input_length, "max_new_tokens": lengths.target_length,
             "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length})
@@ -89,7 +96,8 @@ class SpanCorruptionTask(Task):
         return t5_cost(model.config, self.lengths.input_length, self.lengths.target_length)
 
     def card_words(self, model, tokenizer) -> CardWords:
-        return t5_card_words("a T5 pretrained from scratch by span corruption, to be fine-tuned "
+        how = f"continued from {self.continued_from}" if self.continued_from else "pretrained from scratch"
+        return t5_card_words(f"a T5 {how} by span corruption, to be fine-tuned "
                              "(`python train.py --task classification|generation --model-name-or-path ...`)",
                              "The <extra_id_0> walks in <extra_id_1> park.")
 

@@ -151,9 +151,10 @@ class TrunkConfig:
         help="Start from these pretrained weights instead of from scratch: a folder mlm_tpu made, any save_pretrained "
              "folder (TensorFlow or PyTorch weights) or a Hub name, with its own tokenizer unless --tokenizer is "
              "given. --task mlm continues a masked LM of any family (roberta-base, bert-base-uncased, "
-             "xlm-roberta-base, ...; one without a masked-LM head gets a new one); T5 tasks a T5 (t5-small, "
-             "google/t5-v1_1-base); encoder tasks: the pretrained encoder, its head new; with --delta (any task), the "
-             "frozen base model.")
+             "xlm-roberta-base, ...; one without a masked-LM head gets a new one); --task electra an ELECTRA "
+             "discriminator and its generator (a folder --task electra saved, or with --generator-name-or-path); T5 "
+             "tasks, span corruption too, a T5 (t5-small, google/t5-v1_1-base; not yet mT5); encoder tasks: the "
+             "pretrained encoder, its head new; with --delta (any task), the frozen base model.")
     # optimisation
     per_replica_batch_size: int = setting(  # the global batch is what must not change
         8, low=1, changes_result=False, group="model and optimisation",
