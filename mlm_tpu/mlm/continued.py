@@ -16,12 +16,14 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
     from transformers import AutoConfig, TFAutoModelForMaskedLM
 
+    from mlm_tpu.mlm.presets import check_masked_lm_type
     from mlm_tpu.model_folder.loading import load_with_new_head
 
     try:
         config = AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
         raise UserError(f"{FLAG} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
+    check_masked_lm_type(config, f"{FLAG} {name_or_path}")
     if overrides:
         try:
             config.update_from_string(overrides)

@@ -23,6 +23,8 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 # original ones and fills no masks, and in GENERATOR_FOLDER the masked LM trained beside it.
 DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
 GENERATOR_FOLDER = "generator"
+# Masked-LM heads whose PyTorch classes tie the decoder's bias to the head's own (transformers 5's _tied_weights_keys)
+TIED_DECODER_BIAS_HEADS = ("predictions", "lm_head")
 # The task heads transformers puts on an encoder in place of its masked-LM head.
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                       "ForMultipleChoice")
@@ -61,17 +63,29 @@ class SafetensorsWeights(Mapping):
             raise UserError(f"{what}: its {os.path.basename(path)} is not a readable safetensors file "
                             f"({reason_of(error)}; it may have been cut short); {fix}") from None
 
+        names = set(self._file.keys())
+        self._aliases = {tied: name for name in names for tied in [decoder_bias_tied_to(name)]
+                         if tied and tied not in names}
+
     def __iter__(self):
-        return iter(self._file.keys())
+        return iter([*self._file.keys(), *self._aliases])
 
     def __len__(self) -> int:
-        return len(self._file.keys())
+        return len(self._file.keys()) + len(self._aliases)
 
     def __getitem__(self, name: str):
-        return self._file.get_tensor(name)
+        return self._file.get_tensor(self._aliases.get(name, name))
 
     def get_tensor(self, name: str):
-        return self._file.get_tensor(name)
+        return self[name]
+
+
+def decoder_bias_tied_to(name: str) -> Optional[str]:
+    """The decoder bias a head's bias stands for (`predictions.bias` -> `predictions.decoder.bias`): PyTorch ties the
+    two, and transformers 5 saves them once, under the head's name, where ALBERT's TensorFlow head adds the
+    decoder's."""
+    head, _, leaf = name.rpartition(".")
+    return f"{head}.decoder.bias" if leaf == "bias" and head.endswith(TIED_DECODER_BIAS_HEADS) else None
 
 
 def pytorch_checkpoint_files(folder: str):
@@ -131,7 +145,9 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
 
             model = model_class.from_config(config)
             model.build_in_name_scope()
-            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path, f"{flag} {name_or_path}",
+                                                                                    "copy the checkpoint again"),
+                                                          tf_inputs=False,
                                                           allow_missing_keys=True, output_loading_info=True,
                                                           ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
                      for path in files]
