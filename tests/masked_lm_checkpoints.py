@@ -3,7 +3,8 @@ loss transformers computes on one masked batch of each.
 
 Run by tests/test_continued_families.py with a Python that has torch and transformers 5 (no TensorFlow needed):
 `python masked_lm_checkpoints.py SPEC.json`. SPEC names the output folder, the text and, per family, the
-tokenizer folder (made by `python -m mlm_tpu.tokenizer train`). Each checkpoint folder gets random weights (every
+tokenizer folder (made by `python -m mlm_tpu.tokenizer train`; XLM-R, ALBERT and DeBERTa-v2 get their own
+class, on its Unigram vocabulary). Each checkpoint folder gets random weights (every
 parameter perturbed, so that a bias or layer norm loaded wrong shows), `save_pretrained`'s model.safetensors and the
 tokenizer as transformers 5 saves it; beside it, `FAMILY.npz` holds input_ids, attention_mask and labels (a seeded
 15% of the non-special tokens masked) and the loss and logits transformers computed. One JSON line per family.
@@ -19,6 +20,21 @@ import transformers
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 LENGTH = 32  # tokens per row of the masked batch
+# SentencePiece families: their own tokenizer class, on the vocabulary of the Unigram tokenizer given
+UNIGRAM_CLASSES = {"xlm-roberta": "XLMRobertaTokenizer", "albert": "AlbertTokenizer",
+                   "deberta-v2": "DebertaV2Tokenizer"}
+SPECIAL_TOKENS = dict(cls_token="[CLS]", sep_token="[SEP]", bos_token="[CLS]", eos_token="[SEP]", pad_token="<pad>",
+                      unk_token="<unk>", mask_token="[MASK]")  # `python -m mlm_tpu.tokenizer train`'s
+
+
+def tokenizer_of(family: str, folder: str):
+    """The tokenizer in `folder`, as the family's own class where it has one of SentencePiece's."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    if family not in UNIGRAM_CLASSES:
+        return tokenizer
+    vocab = [tuple(entry) for entry in json.loads(tokenizer.backend_tokenizer.to_str())["model"]["vocab"]]
+    extra = {"unk_id": tokenizer.unk_token_id} if family == "deberta-v2" else {}
+    return getattr(transformers, UNIGRAM_CLASSES[family])(vocab=vocab, **SPECIAL_TOKENS, **extra)
 
 
 def config_of(family: str, tokenizer):
@@ -60,7 +76,7 @@ def masked_batch(tokenizer, texts, seed: int):
 
 def make(family: str, tokenizer_folder: str, folder: str, texts, seed: int) -> dict:
     torch.manual_seed(seed)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_folder)
+    tokenizer = tokenizer_of(family, tokenizer_folder)
     model = transformers.AutoModelForMaskedLM.from_config(config_of(family, tokenizer)).eval()
     with torch.no_grad():
         for parameter in model.parameters():  # tied ones once
@@ -72,7 +88,8 @@ def make(family: str, tokenizer_folder: str, folder: str, texts, seed: int) -> d
         output = model(**{name: torch.tensor(value, dtype=torch.long) for name, value in batch.items()})
     np.savez(f"{folder}.npz", **batch, loss=output.loss.numpy(), logits=output.logits.numpy())
     return {"family": family, "class": type(model).__name__, "loss": float(output.loss),
-            "files": sorted(os.listdir(folder)), "transformers": transformers.__version__}
+            "tokenizer": type(tokenizer).__name__, "files": sorted(os.listdir(folder)),
+            "transformers": transformers.__version__}
 
 
 def main() -> None:

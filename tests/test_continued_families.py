@@ -76,6 +76,27 @@ def test_a_transformers_5_checkpoint_gives_its_own_masked_lm_loss_in_tensorflow(
     assert abs(float(np.mean(tensorflow_outputs(model, batch, sparse=True).loss)) - float(batch["loss"])) < TOLERANCE
 
 
+MARKS = {"wordpiece": ("##", False), "bpe": ("Ġ", True), "unigram": ("▁", True)}  # marker, whether it starts a word
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_whole_word_masking_finds_the_words_of_each_familys_tokenizer_as_transformers_5_saves_it(checkpoints,
+                                                                                                  family):
+    """WordPiece marks a word's later pieces (##), SentencePiece (▁) and byte-level BPE (Ġ) its first; the
+    SentencePiece families' own classes (XLMRobertaTokenizer, AlbertTokenizer, DebertaV2Tokenizer) saved by
+    transformers 5 load as theirs."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+    from mlm_tpu.tokenizer.word_starts import word_start_flags, word_start_table, word_starts
+
+    tokenizer = load_tokenizer(str(checkpoints / family))
+    starts = word_starts(tokenizer)
+    assert (starts.family, starts.marker, starts.marks_start) == (FAMILIES[family], *MARKS[FAMILIES[family]])
+    ids = tokenizer("The unbelievably gigantic tower")["input_ids"]
+    flags = word_start_flags(ids, word_start_table(tokenizer), set(tokenizer.all_special_ids))
+    words = [piece for piece, start in zip(tokenizer.convert_ids_to_tokens(ids), flags) if start]
+    assert len(ids) > 8 and len(words) == 2 + 4, words  # [CLS] and [SEP] count as words of their own
+
+
 @functools.lru_cache(maxsize=None)
 def continued_run(checkpoints: Path, family: str) -> Path:
     """Shards made with the checkpoint's tokenizer, and the checkpoint continued on them for a few steps by the real
@@ -121,3 +142,27 @@ def test_a_continued_checkpoint_trains_and_its_folder_loads_in_transformers_5_wi
     report = pytorch_logits_check(output, tmp_path / "inputs.npz")
     assert report["transformers"].startswith("5.") and not report["missing"], report
     assert report["max_abs_diff"] < TOLERANCE, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_export_fill_mask_evaluate_and_inspect_work_on_a_continued_folder(checkpoints, family, tmp_path):
+    output = continued_run(checkpoints, family)
+    shards = checkpoints / f"{family}-shards"
+    result = run_module("mlm_tpu.export", "--model", str(output), "--output-dir", str(tmp_path / "exported"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "exported" / "model.safetensors").read_bytes() == (output / "model.safetensors").read_bytes()
+    result = run_module("mlm_tpu.predict", "--model", str(output), "--json", "--top-k", "3", "The [MASK] was built .")
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout.splitlines()[0])["predictions"]) == 3
+    result = run_module("mlm_tpu.evaluate", "--model", str(output), "--eval-dataset", str(shards / "validation"),
+                        "--json")
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout.splitlines()[-1])
+    assert scores["task"] == "mlm" and 0 < scores["loss"] < 10, scores
+    result = run_module("mlm_tpu.inspect", "--dataset", str(shards / "train"), "--tokenizer", str(output),
+                        "--masking", "whole-word", "--mlm-probability", "0.5", "--num-examples", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    for example in map(json.loads, result.stdout.splitlines()):  # whole WordPiece words: no ## piece masked alone
+        view = example["masked"]["text"]
+        assert view.count("⟦") >= 2 and "⟦##" not in view and "⟧##" not in view, view
