@@ -166,3 +166,27 @@ def test_export_fill_mask_evaluate_and_inspect_work_on_a_continued_folder(checkp
     for example in map(json.loads, result.stdout.splitlines()):  # whole WordPiece words: no ## piece masked alone
         view = example["masked"]["text"]
         assert view.count("⟦") >= 2 and "⟦##" not in view and "⟧##" not in view, view
+
+
+@pytest.mark.slow
+def test_a_bert_preset_trains_from_scratch_and_its_folder_loads_in_transformers_5(checkpoints, tmp_path):
+    """--model-config bert-tiny: a BertForMaskedLM of Turc et al.'s shape, positions from 0, WordPiece token types."""
+    from transformers import TFAutoModelForMaskedLM
+
+    from mlm_tpu.model_folder.loading import load_model
+
+    continued_run(checkpoints, "bert")  # its shards, made with the WordPiece tokenizer
+    shards, output = checkpoints / "bert-shards", tmp_path / "bert-tiny"
+    result = run_train("--task", "mlm", "--model-config", "bert-tiny", "--tokenizer", checkpoints / "bert",
+                       "--train-dataset", shards / "train", "--max-length", MAX_LENGTH, "--max-steps", 2,
+                       "--per-replica-batch-size", 4, "--output-dir", output)
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = json.loads((output / "config.json").read_text())
+    assert (config["architectures"], config["hidden_size"], config["num_hidden_layers"], config["type_vocab_size"],
+            config["max_position_embeddings"]) == (["BertForMaskedLM"], 128, 2, 2, 512)
+    batch = np.load(checkpoints / "bert.npz")
+    inputs = {name: batch[name] for name in ("input_ids", "attention_mask")}
+    logits = load_model(str(output), TFAutoModelForMaskedLM)(**inputs, training=False).logits.numpy()
+    np.savez(tmp_path / "inputs.npz", **inputs, logits=logits)
+    report = pytorch_logits_check(output, tmp_path / "inputs.npz")
+    assert not report["missing"] and report["max_abs_diff"] < TOLERANCE, report
