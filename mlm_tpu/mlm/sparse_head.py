@@ -23,7 +23,7 @@ from transformers.modeling_tf_outputs import TFMaskedLMOutput
 
 from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS
 
-HEADS = ("lm_head", "mlm", "predictions")  # the head's attribute: RoBERTa's family and MPNet, BERT's and DeBERTa's, ALBERT
+HEADS = ("lm_head", "mlm", "predictions")  # the head's attribute: RoBERTa's family, BERT's and DeBERTa's, ALBERT
 
 
 def predictions_at(sequence_output: tf.Tensor, positions: tf.Tensor, head: Callable[[tf.Tensor], tf.Tensor]):
