@@ -220,7 +220,18 @@ def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
     """(model, tokenizer), both from the same folder or Hub name; the quick checks first."""
     check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
-    return load_model(name_or_path, model_class, flag), tokenizer
+    model = load_model(name_or_path, model_class, flag)
+    keep_inputs_the_model_takes(tokenizer, model)
+    return model, tokenizer
+
+
+def keep_inputs_the_model_takes(tokenizer, model) -> None:
+    """A BERT tokenizer gives token_type_ids, which a family without token types (DistilBERT, continued with its
+    BERT tokenizer) refuses: the tokenizer gives only the inputs the model's `call` takes."""
+    import inspect
+
+    taken = inspect.signature(model.call).parameters
+    tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name in taken]
 
 
 def read_model_config(name_or_path: str, flag: str):
