@@ -227,11 +227,11 @@ def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
 
 def keep_inputs_the_model_takes(tokenizer, model) -> None:
     """A BERT tokenizer gives token_type_ids, which a family without token types (DistilBERT, continued with its
-    BERT tokenizer) refuses: the tokenizer gives only the inputs the model's `call` takes."""
+    BERT tokenizer) refuses: the tokenizer then gives none."""
     import inspect
 
-    taken = inspect.signature(model.call).parameters
-    tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name in taken]
+    if "token_type_ids" not in inspect.signature(model.call).parameters:
+        tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
 
 
 def read_model_config(name_or_path: str, flag: str):
