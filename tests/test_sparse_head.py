@@ -138,3 +138,65 @@ def test_a_training_step_counts_the_same_loss_and_hits_and_trains_the_same_varia
     moved = {name for name, trained, before in zip(names(sparse_model), sparse_model.variables, start)
              if not np.array_equal(trained.numpy(), before)}
     assert {"lm_head/dense/kernel:0", "lm_head/bias:0", "roberta/embeddings/word_embeddings/weight:0"} <= moved
+
+
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+            max_position_embeddings=64, pad_token_id=1)
+SHAPES = {"albert": dict(embedding_size=16), "electra": dict(embedding_size=16), "convbert": dict(embedding_size=16),
+          "mobilebert": dict(embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16),
+          "funnel": dict(block_sizes=[1, 1], num_hidden_layers=None)}  # beside TINY, where a family differs
+
+
+def tiny_masked_lm(model_type: str):
+    """A TF masked LM of `model_type`, random weights, of a tiny shape."""
+    from transformers import AutoConfig, TFAutoModelForMaskedLM
+
+    values = {name: value for name, value in {**TINY, **SHAPES.get(model_type, {})}.items() if value is not None}
+    return TFAutoModelForMaskedLM.from_config(AutoConfig.for_model(model_type, **values))
+
+
+def test_the_sparse_head_finds_the_head_of_every_family_transformers_tf_classes_train():
+    """At any positions, the sparse head's logits are the dense model's, for every masked-LM family that computes a
+    masked-LM loss in TensorFlow (XLM's and FlauBERT's take no labels: --task mlm refuses them)."""
+    import tensorflow as tf
+    from transformers.models.auto.modeling_tf_auto import TF_MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    from mlm_tpu.mlm.presets import WITHOUT_LOSS
+    from mlm_tpu.mlm.sparse_head import logits_at
+
+    input_ids = tf.constant(np.random.default_rng(0).integers(5, 99, (2, 16)), tf.int32)
+    attention_mask = tf.constant([[1] * 16, [1] * 12 + [0] * 4])
+    positions = tf.constant([[1, 3, 7], [0, 2, 11]])
+    families = [name for name in TF_MODEL_FOR_MASKED_LM_MAPPING_NAMES if name not in WITHOUT_LOSS]
+    assert {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "deberta-v2", "electra"} <= set(families)
+    for model_type in families:
+        model = tiny_masked_lm(model_type)
+        dense = model(input_ids=input_ids, attention_mask=attention_mask, training=False).logits
+        sparse = logits_at(model, input_ids, attention_mask, positions, training=False)
+        assert np.abs(sparse - tf.gather(dense, positions, batch_dims=1)).max() < 1e-5, model_type
+
+
+def test_a_family_whose_head_is_unknown_trains_with_the_dense_head_said_in_one_line(monkeypatch, capsys, tokenizer,
+                                                                                     rows):
+    """Where the sparse head does not know a family's head, the run says so once and masks and runs as
+    --dense-mlm-head does: labels at every position, the whole model."""
+    from types import SimpleNamespace
+
+    from mlm_tpu.mlm import sparse_head
+    from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS
+    from mlm_tpu.tasks import make_task
+    from mlm_tpu.training.flops import masked_lm_cost
+
+    task = make_task("mlm")
+    task.prediction_slots = 9  # what prepare() planned
+    monkeypatch.setattr(sparse_head, "HEADS", ())  # RoBERTa's lm_head unknown, as a future family's would be
+    config = SimpleNamespace(model_name_or_path=None, model_config="tiny", config_overrides=None)
+    model = task.build_model(config, tokenizer, SimpleNamespace(length=LENGTH))
+    lines = [line for line in capsys.readouterr().err.splitlines() if "Masked-LM head" in line]
+    assert lines == ["Masked-LM head: dense, at every position, after all: the sparse head does not know where the "
+                     "head of a roberta model is"]
+    assert task.prediction_slots is None
+    assert task.example_cost(model, SimpleNamespace(length=LENGTH)) == masked_lm_cost(model.config, LENGTH, LENGTH)
+    batch = task.make_transform(tokenizer)(3)(0, rows)
+    assert MASKED_POSITIONS not in batch and batch["labels"].shape == (ROWS, LENGTH)
+    assert task.training_outputs(model, batch, training=False).logits.shape == (ROWS, LENGTH, len(tokenizer))

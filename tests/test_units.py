@@ -61,6 +61,50 @@ def test_a_masked_lm_config_is_fitted_to_the_tokenizer_and_the_length():
         config_for(str(FIXTURES / "t5-classifier" / "config.json"), tokenizer, 32)
 
 
+def test_bert_presets_have_the_shapes_of_turc_et_al_and_any_familys_config_is_fitted_by_its_own_rules(tmp_path,
+                                                                                                      capsys):
+    """BERT, ALBERT, DistilBERT and DeBERTa-v2 number positions from 0 (RoBERTa's family from its padding index + 1),
+    keep their own padding id, and have token types only where the family has them."""
+    from transformers import AutoTokenizer
+
+    from mlm_tpu.mlm.presets import config_for
+
+    tokenizer = AutoTokenizer.from_pretrained(FIXTURES / "tokenizer")  # pads with id 3, Unigram
+    shapes = {name: (config.model_type, config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                     config.intermediate_size)
+              for name in ("bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base")
+              for config in [config_for(name, tokenizer, 32)]}
+    assert shapes == {"bert-tiny": ("bert", 2, 128, 2, 512), "bert-mini": ("bert", 4, 256, 4, 1024),
+                      "bert-small": ("bert", 4, 512, 8, 2048), "bert-medium": ("bert", 8, 512, 8, 2048),
+                      "bert-base": ("bert", 12, 768, 12, 3072)}
+    bert = config_for("bert-tiny", tokenizer, 1024)
+    assert (bert.pad_token_id, bert.max_position_embeddings, bert.type_vocab_size) == (3, 1024, 1)
+    assert "pads with id 3" not in capsys.readouterr().err  # only RoBERTa's family needs pad id 1
+    families = {"distilbert": dict(dim=64, n_layers=1, n_heads=2, hidden_dim=128),
+                "albert": dict(embedding_size=16, hidden_size=64, num_attention_heads=2, intermediate_size=128),
+                "deberta-v2": dict(hidden_size=64, num_attention_heads=2, intermediate_size=128, type_vocab_size=0)}
+    for model_type, values in families.items():
+        (tmp_path / f"{model_type}.json").write_text(json.dumps({"model_type": model_type, **values}))
+    distilbert, albert, deberta = (config_for(str(tmp_path / f"{name}.json"), tokenizer, 1024) for name in families)
+    assert (distilbert.max_position_embeddings, distilbert.vocab_size) == (1024, len(tokenizer))
+    assert not hasattr(distilbert, "type_vocab_size")
+    assert (albert.embedding_size, albert.type_vocab_size, albert.max_position_embeddings) == (16, 1, 1024)
+    assert (deberta.type_vocab_size, deberta.max_position_embeddings) == (0, 1024)
+
+
+def test_a_family_tensorflow_trains_no_masked_lm_of_is_one_line():
+    from transformers import AutoConfig
+
+    from mlm_tpu.mlm.presets import check_masked_lm_type
+
+    for model_type in ("bert", "distilbert", "deberta-v2", "roberta"):
+        check_masked_lm_type(AutoConfig.for_model(model_type), "--model-config x.json")
+    with pytest.raises(UserError, match="gpt2 model; --task mlm trains masked LMs"):
+        check_masked_lm_type(AutoConfig.for_model("gpt2"), "--model-config x.json")
+    with pytest.raises(UserError, match="TFXLMWithLMHeadModel.*computes no masked-LM loss"):
+        check_masked_lm_type(AutoConfig.for_model("xlm"), "--model-name-or-path x")
+
+
 def test_the_masked_lm_template_has_robertas_layout_so_the_config_pads_with_the_tokenizers_pad(capsys):
     from transformers import AutoTokenizer
 

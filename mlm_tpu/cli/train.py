@@ -47,7 +47,8 @@ def help_words() -> dict:
 
     owners = [task for task, settings in TASK_SETTINGS.items() if issubclass(settings, MaskingSettings)]
     return {"who": f"--task {' and '.join(owners)}", "probability_default": "0.15; ELECTRA-Large's paper run: 0.25",
-            "presets": f"{', '.join(PRESETS)}; base is roberta-base's shape; for --task electra, the "
+            "presets": f"{', '.join(PRESETS)}; base is roberta-base's shape, bert-* BERT's of Turc et al. "
+                       "2019, and a config.json may be of any masked-LM family; for --task electra, the "
                        f"discriminator's: {', '.join(ELECTRA_PRESETS)}, the paper's shapes; for T5 tasks: "
                        f"{', '.join(T5_PRESETS)}"}
 

@@ -18,10 +18,13 @@ def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = No
     run's tokenizer."""
     from transformers import AutoConfig
 
+    from mlm_tpu.mlm.presets import check_masked_lm_type
+
     try:
         config = AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
         raise UserError(f"{flag} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
+    check_masked_lm_type(config, f"{flag} {name_or_path}")
     if overrides:
         try:
             config.update_from_string(overrides)

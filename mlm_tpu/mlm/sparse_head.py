@@ -8,17 +8,22 @@ with 8,000 tokens (128-token rows), 71% with 32,000, 31% of `base`'s with 50,265
 default 41 slots of 128, `small` with 8,000 tokens needs 1.35x fewer (benchmarks/sparse_head.py measures the time).
 
 `predictions_at` is the whole idea, for any encoder output and any head; `logits_at` finds a masked LM's encoder and
-head (ELECTRA's generator: `generator_predictions` then `generator_lm_head`, which electra/model.py runs so).
+head, for every family of transformers' TF masked LMs but XLM's and FlauBERT's (ELECTRA's generator:
+`generator_predictions` then `generator_lm_head`, which electra/model.py runs so; DistilBERT's four layers).
+
+The encoder is called with input_ids and attention_mask alone, as the dense head's model is (masked-LM shards hold
+nothing else): a family with token types (BERT, ALBERT, ELECTRA) then takes them all 0, one segment, which is what
+its tokenizer gives a single text and what BERT's own pretraining gives a segment A.
 """
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import tensorflow as tf
 from transformers.modeling_tf_outputs import TFMaskedLMOutput
 
 from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS
 
-HEADS = ("lm_head", "mlm", "predictions")  # the head's attribute: RoBERTa's family, BERT, ALBERT
+HEADS = ("lm_head", "mlm", "predictions")  # the head's attribute: RoBERTa's family, BERT's and DeBERTa's, ALBERT
 
 
 def predictions_at(sequence_output: tf.Tensor, positions: tf.Tensor, head: Callable[[tf.Tensor], tf.Tensor]):
@@ -27,14 +32,20 @@ def predictions_at(sequence_output: tf.Tensor, positions: tf.Tensor, head: Calla
     return head(tf.gather(sequence_output, positions, batch_dims=1))
 
 
-def encoder_and_head(model) -> Tuple[Callable, Callable]:
-    """The encoder and the head of a transformers TF masked LM (ValueError for a family whose head is not known)."""
-    if hasattr(model, "generator_lm_head"):  # ELECTRA's masked LM: its head is two layers
-        return model.electra, lambda hidden: model.generator_lm_head(model.generator_predictions(hidden))
-    for name in HEADS:
-        if hasattr(model, name):
-            return getattr(model, model.base_model_prefix), getattr(model, name)
-    raise ValueError(f"the sparse head does not know where the head of a {model.config.model_type} model is")
+def head_of(model) -> Optional[Callable[[tf.Tensor], tf.Tensor]]:
+    """A transformers TF masked LM's head, as its `call` runs it on the encoder's output (None where unknown)."""
+    if hasattr(model, "generator_lm_head"):  # ELECTRA's and ConvBERT's generators: two layers
+        return lambda hidden: model.generator_lm_head(model.generator_predictions(hidden))
+    if hasattr(model, "vocab_projector"):  # DistilBERT: four
+        return lambda hidden: model.vocab_projector(model.vocab_layer_norm(model.act(model.vocab_transform(hidden))))
+    return next((getattr(model, name) for name in HEADS if hasattr(model, name)), None)
+
+
+def encoder_and_head(model) -> Optional[Tuple[Callable, Callable]]:
+    """The encoder and the head of a transformers TF masked LM; None for a family whose head is not known here (the
+    dense head trains it)."""
+    head = head_of(model)
+    return None if head is None else (getattr(model, model.base_model_prefix), head)
 
 
 def logits_at(model, input_ids: tf.Tensor, attention_mask: tf.Tensor, positions: tf.Tensor, training: bool):

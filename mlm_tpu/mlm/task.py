@@ -1,8 +1,11 @@
-"""`--task mlm`: RoBERTa pretrained from scratch with 🤗's masking, the reference TPU language-modeling recipe, or a
-masked LM of any family continued from a checkpoint (continued.py; its validation runs once before the first step).
+"""`--task mlm`: a masked LM of any family transformers' TensorFlow classes build (RoBERTa by default, the reference
+TPU language-modeling recipe; BERT, XLM-R, DistilBERT, ALBERT, DeBERTa-v2, ...), pretrained from scratch
+(--model-config) or continued (--model-name-or-path, continued.py: its validation runs once before the first
+step), with 🤗's masking.
 
 The trainer reads packed masked-LM shards; the masker (masking.py) masks each batch in tf.data (--masking token,
-whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head: at every position);
+whole-word or span); the head runs at the masked positions only (sparse_head.py; --dense-mlm-head, or a family whose
+head the sparse head does not know: at every position);
 validation reports the masked-LM loss over every masked token, its perplexity, and the share of masked tokens
 predicted right, with the dense head on the run's masking (so its figures compare across sparse and dense runs;
 `evaluate --masking token` scores runs of any masking alike); the output folder holds the model of the last epoch.
@@ -14,7 +17,7 @@ from typing import Callable, Dict, List, Optional
 from transformers import TFAutoModelForMaskedLM
 
 from mlm_tpu.console import log
-from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import Masking, MlmMasker
 from mlm_tpu.mlm.masking import SPAN
 from mlm_tpu.mlm.continued import continued_masked_lm
@@ -22,7 +25,7 @@ from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.loading import longest_input
-from mlm_tpu.mlm.presets import DEFAULT_PRESET, config_for
+from mlm_tpu.mlm.presets import DEFAULT_PRESET, check_masked_lm_type, config_for
 from mlm_tpu.mlm.shard_kind import MASKED_LM
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
@@ -119,17 +122,16 @@ class MaskedLmTask(Task):
     def build_model(self, config, tokenizer, train: ShardSet):
         self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
-            source = f"--model-name-or-path {config.model_name_or_path}"
             model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides)
         else:
-            source = f"--model-config {config.model_config or DEFAULT_PRESET}"
-            model = TFAutoModelForMaskedLM.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
-                                                                  train.length, config.config_overrides))
-        if self.prediction_slots is not None:
-            try:
-                encoder_and_head(model)
-            except ValueError as error:
-                raise UserError(f"{source}: {reason_of(error)}; train it with --dense-mlm-head") from None
+            model_config = config_for(config.model_config or DEFAULT_PRESET, tokenizer, train.length,
+                                      config.config_overrides)
+            check_masked_lm_type(model_config, f"--model-config {config.model_config or DEFAULT_PRESET}")
+            model = TFAutoModelForMaskedLM.from_config(model_config)
+        if self.prediction_slots is not None and encoder_and_head(model) is None:
+            log(f"Masked-LM head: dense, at every position, after all: the sparse head does not know where the head "
+                f"of a {model.config.model_type} model is")
+            self.prediction_slots = None  # so the masker labels every position and the model runs whole
         return model
 
     def training_outputs(self, model, batch: Dict, training: bool):

@@ -26,6 +26,8 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 DISCRIMINATOR_ARCHITECTURE = "ElectraForPreTraining"
 GENERATOR_FOLDER = "generator"
 WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes, sharded too
+# Masked-LM heads whose PyTorch classes tie the decoder's bias to the head's own (transformers 5's _tied_weights_keys)
+TIED_DECODER_BIAS_HEADS = ("predictions", "lm_head")
 # The task heads transformers puts on an encoder in place of its masked-LM head.
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                       "ForMultipleChoice")
@@ -62,8 +64,10 @@ class SafetensorsWeights(Mapping):
         with self._damage_named():
             self._file = safe_open(path, framework="numpy")
         names = set(self._file.keys())
-        # a weight the file does not hold, read from another it does (`aliases`: name -> the one it is read from)
-        self._aliases = {name: source for name, source in (aliases or {}).items()
+        # a weight the file does not hold, read from another it does (`aliases`: name -> the one it is read from;
+        # and a decoder bias transformers 5 saved once, as the head's own bias: decoder_bias_tied_to)
+        tied = {tied: name for name in names for tied in [decoder_bias_tied_to(name)] if tied}
+        self._aliases = {name: source for name, source in {**tied, **(aliases or {})}.items()
                          if name not in names and source in names}
 
     @contextmanager
@@ -89,6 +93,14 @@ class SafetensorsWeights(Mapping):
     def get_tensor(self, name: str):
         with self._damage_named():
             return self._file.get_tensor(self._aliases.get(name, name))
+
+
+def decoder_bias_tied_to(name: str) -> Optional[str]:
+    """The decoder bias a head's bias stands for (`predictions.bias` -> `predictions.decoder.bias`): PyTorch ties the
+    two, and transformers 5 saves them once, under the head's name, where ALBERT's TensorFlow head adds the
+    decoder's."""
+    head, _, leaf = name.rpartition(".")
+    return f"{head}.decoder.bias" if leaf == "bias" and head.endswith(TIED_DECODER_BIAS_HEADS) else None
 
 
 def pytorch_checkpoint_files(folder: str):
@@ -249,7 +261,18 @@ def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
     """(model, tokenizer), both from the same folder or Hub name; the quick checks first."""
     check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
-    return load_model(name_or_path, model_class, flag), tokenizer
+    model = load_model(name_or_path, model_class, flag)
+    keep_inputs_the_model_takes(tokenizer, model)
+    return model, tokenizer
+
+
+def keep_inputs_the_model_takes(tokenizer, model) -> None:
+    """A BERT tokenizer gives token_type_ids, which a family without token types (DistilBERT, continued with its
+    BERT tokenizer) refuses: the tokenizer then gives none."""
+    import inspect
+
+    if "token_type_ids" not in inspect.signature(model.call).parameters:
+        tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
 
 
 def read_model_config(name_or_path: str, flag: str):

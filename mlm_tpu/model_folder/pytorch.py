@@ -54,6 +54,10 @@ def pytorch_state_dict(model) -> Dict[str, np.ndarray]:
         name, transpose = pytorch_name_and_transpose(variable)
         array = variable.numpy()
         state[name] = np.ascontiguousarray(array.T if transpose else array)
+    for name in list(state):  # ALBERT's TF head adds its decoder's bias, which PyTorch ties to the head's
+        head, _, leaf = name.rpartition(".decoder.")
+        if leaf == "bias" and f"{head}.bias" in state:
+            state[f"{head}.bias"] = state[name]
     return state
 
 

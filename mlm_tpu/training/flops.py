@@ -64,8 +64,13 @@ def encoder_parameters(config) -> int:
     hidden = config.hidden_size
     embedding = getattr(config, "embedding_size", hidden)
     projection = embedding * hidden + hidden if embedding != hidden else 0
-    return (config.num_hidden_layers * encoder_layer_parameters(hidden, config.intermediate_size) + 2 * embedding
+    return (config.num_hidden_layers * encoder_layer_parameters(hidden, feed_forward_size(config)) + 2 * embedding
             + projection)
+
+
+def feed_forward_size(config) -> int:
+    """The width of an encoder layer's feed-forward: its config's intermediate_size (DistilBERT's hidden_dim)."""
+    return getattr(config, "intermediate_size", None) or config.hidden_dim
 
 
 def masked_lm_cost(config, length: int, predicted_positions: int) -> ExampleCost:
