@@ -96,7 +96,7 @@ def test_a_killed_benchmark_finishes_the_missing_runs_and_reports_the_runs_own_s
           "rotten-tomatoes"])
     captured = capsys.readouterr()
     assert "Sharding" not in captured.err and captured.err.count("read back") == 1
-    header, line = captured.out.splitlines()[:2]
+    header, line = captured.out.splitlines()[2:4]  # under the line saying the classifiers' pooling
     assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "tf-idf",
                               "whole", "texts", "gain"]  # sentences longer than 32 tokens were cut
     scratch_label = next(path.name for path in (output_dir / "runs" / "rotten-tomatoes").iterdir()
@@ -389,7 +389,7 @@ def test_an_output_folder_holding_other_files_is_refused_and_left_as_it_was(enco
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="holds notes.txt, which the downstream benchmark did not make"):
         run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path)))
-    with pytest.raises(UserError, match="--baseline is one or more of scratch, tfidf, not bert"):
+    with pytest.raises(UserError, match="--baseline is one or more of scratch, tfidf, reference, not bert"):
         run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path), baseline=("bert",)))
     assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
@@ -455,13 +455,15 @@ def test_the_tfidf_floor_reads_what_the_model_reads_and_reports_the_whole_text_f
     assert whole["scores"] == floor["whole_text_scores"]  # texts that fit are read whole
 
     recorded = {"cut": {"tokenizer": "abc", "max_length": MAX_LENGTH}}
-    report = with_mean({"seeds": [1], "protocol": to_dict(FineTuningProtocol(max_length=MAX_LENGTH)), "tasks": {
+    report = with_mean({"seeds": [1], "protocol": to_dict(FineTuningProtocol(max_length=MAX_LENGTH)),
+                        "classifier_pooling": "mean", "tasks": {
         "late": task_entry(["accuracy"], {}, {**recorded, **floor}, train_examples=160, dev_examples=80),
         "fits": task_entry(["accuracy"], {}, {**recorded, **whole}, train_examples=160, dev_examples=80)}})
     assert report["tasks"]["late"]["tfidf"]["cut"] == {"tokenizer": "abc", "max_length": MAX_LENGTH,
                                                        "texts_cut": [160, 80]}
     assert report["tasks"]["late"]["tfidf_whole"]["cut"] is None and "tfidf_whole" not in report["tasks"]["fits"]
-    table = format_table(report).splitlines()
+    title, _, *table = format_table(report).splitlines()
+    assert title.startswith("Classifier pooling: mean (each classifier reads the mean of the last hidden states")
     assert table[0].split() == ["task", "score", "train", "dev", "tf-idf", "floor", "tf-idf", "whole", "texts"]
     assert table[1].split()[-2:] == [f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")]
     assert table[2].split()[-2:] == [f"{100 * whole['scores']['accuracy']:.1f}"] * 2  # read whole: one floor

@@ -131,7 +131,9 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
 
             model = model_class.from_config(config)
             model.build_in_name_scope()
-            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path), tf_inputs=False,
+            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path, f"{flag} {name_or_path}",
+                                                                                    "copy the checkpoint again"),
+                                                          tf_inputs=False,
                                                           allow_missing_keys=True, output_loading_info=True,
                                                           ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
                      for path in files]
