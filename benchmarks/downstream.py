@@ -189,15 +189,15 @@ def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 6
         done = json.loads(record.read_text())
         if done["flags"] == flags and done["cpu_seconds"] == cpu_seconds:
             return Pretrained(**done)
-    base = ["--train-dataset", corpus.train, "--eval-dataset", corpus.validation, "--tokenizer", corpus.tokenizer,
-            *flags]
+    inputs = ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer, *flags]
+    base = [*inputs, "--eval-dataset", corpus.validation]
     calibration = root / "calibration" / f"{name}.json"
     if calibration.is_file() and json.loads(calibration.read_text())["flags"] == flags:
         cost = json.loads(calibration.read_text())["cpu_per_step"]
     else:
         clock = CpuClock()
-        train_with_flags([*base, "--max-steps", calibration_steps[0], "--output-dir", root / "calibration" / name,
-                          "--backup-steps", calibration_steps[0]], [clock])
+        train_with_flags([*inputs, "--max-steps", calibration_steps[0], "--output-dir", root / "calibration" / name,
+                          "--backup-steps", calibration_steps[0]], [clock])  # no validation: it times steps only
         keras.backend.clear_session()
         cost = (clock.marks[-1] - clock.marks[timed_from - 1]) / (len(clock.marks) - timed_from)
         calibration.write_text(json.dumps({"flags": flags, "cpu_per_step": cost}, indent=2) + "\n")
@@ -266,8 +266,8 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
                      f" | {100 * report['mean']['model']:.1f} |")
     reference = "its own (sentence-transformers), 22.7M parameters"
     if continued:
-        reference_continued = (f"{reference}, then {continued.steps:,} steps ({continued.cpu_seconds / 60:g} CPU min) "
-                               f"on IMDB's text; {pretraining_score(continued.validation)}")
+        reference_continued = (f"the reference's, then {continued.steps:,} steps ({continued.cpu_seconds / 60:g} CPU "
+                               f"min) on IMDB's text; {pretraining_score(continued.validation)}")
     for role, title, what in (
             ("scratch", "same shape, from scratch", "none"),
             ("reference", "reference: all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide)", reference),
