@@ -10,7 +10,16 @@ configs/demo.yaml trains it, for as many steps as its CPU budget buys: a calibra
 time of a training step (robust to other load on the machine, unlike wall time), and the run takes steps = budget /
 cost. Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
 random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES), and
-reports medians and min-max spreads beside a TF-IDF + logistic regression floor.
+reports medians and min-max spreads beside a TF-IDF + logistic regression floor that reads what the models read (each
+text's first MAX_LENGTH tokens) and, labelled so, the whole texts.
+
+The headline: 45 CPU minutes of pretraining, 5 seeds (the median of 5, as GLUE-sane takes it), and a mean-pooled
+classifier (`--classifier-pooling mean`: the head reads the mean of the last hidden states over real tokens). A small
+model's first token is never trained by masked-LM pretraining, and 2,000 labels cannot re-route a sentence into it:
+with the first-token head (`--classifier-pooling cls`, the second table) pretraining loses to scratch at these
+budgets. Beside them, the reference rows (the [downstream] extra): all-MiniLM-L6-v2, a pretrained encoder people use,
+fine-tuned the same way on shards of its own tokenizer, and the same checkpoint continued on IMDB's training text
+(benchmarks/continued_pretraining.py, --reference-continued-minutes).
 
 Reusable by the recipe benchmarks to come (sparse or dense masked-LM head, token, whole-word or span masking,
 ELECTRA against masked LM): they declare their variants as train.py flags and call
@@ -20,12 +29,14 @@ ELECTRA against masked LM): they declare their variants as train.py flags and ca
     report = score(model.folder, seeds=3, root=root)     # the downstream report (median, min, max per task)
     print(compare({"mlm": [], "dense": ["--dense-mlm-head"]}, cpu_seconds=600, root=root))
 
-The recipe "mlm" (PRETRAINING alone) at the default budget is the baseline: runs/bench-downstream/pretrained/mlm.
+A recipe's runs are named by its budget: the recipe "mlm" (PRETRAINING alone) at the default budget is the
+baseline, runs/bench-downstream/pretrained/mlm-45min.
 
 Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
 backup, finished fine-tuning runs are read back).
 
-Usage: python benchmarks/downstream.py [--cpu-minutes 10] [--seeds 3] [--root runs/bench-downstream]
+Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--seeds 5] [--classifier-pooling mean] [--no-reference]
+       python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
        python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
 """
 
@@ -46,6 +57,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import mlm_tpu  # noqa: E402
 from mlm_tpu.console import import_tensorflow, log, quiet_libraries  # noqa: E402
+from mlm_tpu.downstream.report import POOLING_WORDS  # noqa: E402
 
 DEFAULT_ROOT = ROOT / "runs" / "bench-downstream"
 TASKS = ("rotten-tomatoes", "imdb")
@@ -56,12 +68,15 @@ PRETRAINING = ["--task", "mlm", "--model-config", "tiny",  # hidden 64, 2 layers
                "--per-replica-batch-size", 128, "--learning-rate", "3e-3", "--warmup-ratio", "0.06",
                "--mlm-probability", 0.4, "--logging-steps", 100, "--backup-steps", 200, "--no-deterministic"]
 # (batch 128: a step's CPU cost is mostly fixed, 4x the rows of batch 32 cost 2.3x; 1,510 steps in 10 CPU minutes)
-DEFAULT_CPU_MINUTES = 10  # each recipe's pretraining budget
+DEFAULT_CPU_MINUTES = 45  # each recipe's pretraining budget: the headline's
+DEFAULT_SEEDS = 5
+POOLING = "mean"  # the headline's classifier: the mean over real tokens (a small model's first token is untrained)
 CALIBRATION_STEPS, WARM_UP_STEPS = 40, 10  # the cost of a step: CPU time of steps 11..40 of a short run
 # Few labels, where pretraining matters most: each task's first 2,000 (shuffled) training rows, the whole dev sets;
 # GLUE-sane's 5 epochs, at batch 32 and a rate for a tiny model; the same for the pretrained model and scratch.
 CPU_PROTOCOL = dict(num_epochs=5, per_replica_batch_size=32, learning_rate=1e-3, max_length=MAX_LENGTH)
 MAX_TRAIN_SAMPLES = 2_000
+DEFAULT_CONTINUED_MINUTES = 45  # the reference's continued pretraining (continued_pretraining.py) for its row
 
 
 @dataclass(frozen=True)
@@ -158,34 +173,36 @@ def train_with_flags(flags: Sequence, callbacks: Sequence = ()):
 
 
 def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 600, root: Path = DEFAULT_ROOT,
-             corpus: Optional[Corpus] = None) -> Pretrained:
-    """Pretrain recipe `name` (train.py flags on top of the corpus' and PRETRAINING) for `cpu_seconds` of training
-    steps: a calibration run of CALIBRATION_STEPS measures a step's CPU cost, then the run takes budget / cost steps
-    into root/pretrained/<name> (its record: root/pretrained/<name>.json). Cached: the same name, flags and budget
-    return the record; a killed run resumes."""
+             corpus: Optional[Corpus] = None, recipe: Sequence = PRETRAINING,
+             calibration_steps: Sequence[int] = (CALIBRATION_STEPS, WARM_UP_STEPS)) -> Pretrained:
+    """Pretrain recipe `name` (train.py flags on top of the corpus' and `recipe`'s, PRETRAINING's unless given) for
+    `cpu_seconds` of training steps: a calibration run of `calibration_steps` (steps in all, steps not timed) measures
+    a step's CPU cost, then the run takes budget / cost steps into root/pretrained/<name> (its record:
+    root/pretrained/<name>.json). Cached: the same name, flags and budget return the record; a killed run resumes."""
     import tf_keras as keras
 
     corpus = corpus or prepare_corpus(root)
-    flags = [str(flag) for flag in (*PRETRAINING, *extra_train_flags)]  # what decides the recipe (the cache's key)
+    flags = [str(flag) for flag in (*recipe, *extra_train_flags)]  # what decides the recipe (the cache's key)
+    timed_from = calibration_steps[1]
     record = root / "pretrained" / f"{name}.json"
     if record.is_file():
         done = json.loads(record.read_text())
         if done["flags"] == flags and done["cpu_seconds"] == cpu_seconds:
             return Pretrained(**done)
-    base = ["--train-dataset", corpus.train, "--eval-dataset", corpus.validation, "--tokenizer", corpus.tokenizer,
-            *flags]
+    inputs = ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer, *flags]
+    base = [*inputs, "--eval-dataset", corpus.validation]
     calibration = root / "calibration" / f"{name}.json"
     if calibration.is_file() and json.loads(calibration.read_text())["flags"] == flags:
         cost = json.loads(calibration.read_text())["cpu_per_step"]
     else:
         clock = CpuClock()
-        train_with_flags([*base, "--max-steps", CALIBRATION_STEPS, "--output-dir", root / "calibration" / name,
-                          "--backup-steps", CALIBRATION_STEPS], [clock])
+        train_with_flags([*inputs, "--max-steps", calibration_steps[0], "--output-dir", root / "calibration" / name,
+                          "--backup-steps", calibration_steps[0]], [clock])  # no validation: it times steps only
         keras.backend.clear_session()
-        cost = (clock.marks[-1] - clock.marks[WARM_UP_STEPS - 1]) / (len(clock.marks) - WARM_UP_STEPS)
+        cost = (clock.marks[-1] - clock.marks[timed_from - 1]) / (len(clock.marks) - timed_from)
         calibration.write_text(json.dumps({"flags": flags, "cpu_per_step": cost}, indent=2) + "\n")
     steps = max(1, int(cpu_seconds / cost))
-    log(f"{name}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:.0f} CPU minutes buy {steps:,} steps")
+    log(f"{name}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:g} CPU minutes buy {steps:,} steps")
     clock = CpuClock()
     result = train_with_flags([*base, "--max-steps", steps, "--output-dir", root / "pretrained" / name], [clock])
     keras.backend.clear_session()
@@ -196,12 +213,14 @@ def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 6
     return done
 
 
-def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = 3, baseline: Sequence[str] = ("scratch", "tfidf"),
-          root: Path = DEFAULT_ROOT, protocol: Optional[dict] = None,
-          max_train_samples: Optional[int] = MAX_TRAIN_SAMPLES) -> dict:
-    """The downstream benchmark's report (mlm_tpu/downstream) of the model in `folder`, its runs in
-    root/downstream, shared by every model scored there: the shards of one tokenizer, the scratch runs of one shape,
-    finished runs are reused."""
+def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = DEFAULT_SEEDS,
+          baseline: Sequence[str] = ("scratch", "tfidf"), root: Path = DEFAULT_ROOT, protocol: Optional[dict] = None,
+          max_train_samples: Optional[int] = MAX_TRAIN_SAMPLES, pooling: str = POOLING,
+          reference_continued: Optional[str] = None) -> dict:
+    """The downstream benchmark's report (mlm_tpu/downstream) of the model in `folder`, with classifiers of
+    `pooling`, its runs in root/downstream-<pooling>, shared by every model scored there: the shards of one tokenizer,
+    the scratch runs of one shape, finished runs are reused. `baseline` may hold "reference" (the [downstream]
+    extra's all-MiniLM-L6-v2), and `reference_continued` a folder continuing it."""
     from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
     from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
     from mlm_tpu.training.config import HardwareConfig
@@ -209,7 +228,8 @@ def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = 3, baseline: S
     import_tensorflow()
     quiet_libraries()
     config = DownstreamConfig(model=str(folder), tasks=tuple(tasks), seeds=seeds, baseline=tuple(baseline),
-                              output_dir=str(root / "downstream"), max_train_samples=max_train_samples,
+                              output_dir=str(root / f"downstream-{pooling}"), max_train_samples=max_train_samples,
+                              classifier_pooling=pooling, reference_continued=reference_continued,
                               protocol=FineTuningProtocol(**(protocol or CPU_PROTOCOL)),
                               hardware=HardwareConfig(deterministic=False))
     return run_benchmark(config)
@@ -223,13 +243,16 @@ def pretraining_score(validation: Dict[str, float]) -> str:
     return f"masked acc. {100 * validation['masked_accuracy']:.1f}%"
 
 
-def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained]) -> str:
-    """Recipes side by side: per task the median (min-max) of each, scratch and the floor; what each recipe pretrained
-    for."""
+def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
+                   continued: Optional[Pretrained] = None) -> str:
+    """Recipes side by side, under a line saying the classifiers' pooling: per task the median (min-max) of each,
+    scratch, the reference rows and the floor; what each recipe pretrained for (`continued`: the reference's
+    continued pretraining)."""
     first = next(iter(rows.values()))
     tasks = list(first["tasks"])
     header = ["model", "pretraining", *tasks, "mean"]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines = [f"Classifier pooling: {first['classifier_pooling']} ({POOLING_WORDS[first['classifier_pooling']]}).", "",
+             "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
 
     def cell(result: dict) -> str:
         if result["spread"] == 0 and len(result["values"]) == 1:
@@ -238,14 +261,22 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained]) -> 
 
     for name, report in rows.items():
         model = pretrained[name]
-        what = f"{model.steps:,} steps, {model.cpu_seconds / 60:.0f} CPU min; {pretraining_score(model.validation)}"
+        what = f"{model.steps:,} steps, {model.cpu_seconds / 60:g} CPU min; {pretraining_score(model.validation)}"
         lines.append(f"| {name} | {what} | " + " | ".join(cell(report["tasks"][task]["model"]) for task in tasks) +
                      f" | {100 * report['mean']['model']:.1f} |")
-    for role, title in (("scratch", "same shape, from scratch"),
-                        ("tfidf", f"TF-IDF + logistic regression, first {MAX_LENGTH} tokens (as the models)"),
-                        ("tfidf_whole", "TF-IDF + logistic regression, whole texts")):
+    reference = "its own (sentence-transformers), 22.7M parameters"
+    if continued:
+        reference_continued = (f"the reference's, then {continued.steps:,} steps ({continued.cpu_seconds / 60:g} CPU "
+                               f"min) on IMDB's text; {pretraining_score(continued.validation)}")
+    for role, title, what in (
+            ("scratch", "same shape, from scratch", "none"),
+            ("reference", "reference: all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide)", reference),
+            ("reference_continued", "reference continued on IMDB's text (task-adaptive)",
+             reference_continued if continued else "continued"),
+            ("tfidf", f"TF-IDF + logistic regression, first {MAX_LENGTH} tokens (as the models)", "none"),
+            ("tfidf_whole", "TF-IDF + logistic regression, whole texts", "none")):
         if role in first["mean"]:
-            lines.append(f"| {title} | none | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
+            lines.append(f"| {title} | {what} | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
                          f" | {100 * first['mean'][role]:.1f} |")
     return "\n".join(lines)
 
@@ -265,16 +296,29 @@ def verdict(report: dict, baseline: Optional[dict] = None) -> List[str]:
     return said
 
 
-def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = 3, root: Path = DEFAULT_ROOT) -> str:
-    """Pretrain each recipe (train.py flags) for the same CPU time, score each downstream; a markdown table."""
+def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = DEFAULT_SEEDS, root: Path = DEFAULT_ROOT,
+            pooling: str = POOLING, reference: bool = False, reference_continued_seconds: float = 0) -> str:
+    """Pretrain each recipe (train.py flags) for the same CPU time (its runs named by the budget: name-<M>min), score
+    each downstream with classifiers of `pooling`; with `reference`, the reference encoder too, and continued on
+    IMDB's text for `reference_continued_seconds` of CPU time when not 0; a markdown table."""
     corpus = prepare_corpus(root)
-    pretrained = {name: pretrain(name, flags, cpu_seconds, root, corpus) for name, flags in recipes.items()}
+    budget = f"-{cpu_seconds / 60:g}min"
+    pretrained = {name: pretrain(f"{name}{budget}", flags, cpu_seconds, root, corpus)
+                  for name, flags in recipes.items()}
+    continued = None
+    if reference and reference_continued_seconds:
+        from continued_pretraining import continue_reference
+
+        continued = continue_reference(reference_continued_seconds, root).after
     # The first recipe's baselines are the table's: the others are scored alone (another architecture, ELECTRA's,
     # would otherwise add its own scratch runs).
-    reports = {name: score(model.folder, seeds=seeds, root=root, baseline=() if index else ("scratch", "tfidf"))
+    baselines = ("scratch", "tfidf", *(("reference",) if reference else ()))
+    reports = {name: score(model.folder, seeds=seeds, root=root, pooling=pooling,
+                           baseline=() if index else baselines,
+                           reference_continued=None if index or not continued else continued.folder)
                for index, (name, model) in enumerate(pretrained.items())}
     first = next(iter(reports.values()))
-    lines = [markdown_table(reports, pretrained), ""]
+    lines = [markdown_table(reports, pretrained, continued), ""]
     for name, report in reports.items():
         lines += [f"{name}:"] + [f"  {line}" for line in verdict(report, first)]
     return "\n".join(lines)
@@ -284,7 +328,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-minutes", type=float, default=DEFAULT_CPU_MINUTES,
                         help="Pretraining budget, in CPU minutes.")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    parser.add_argument("--classifier-pooling", choices=("mean", "cls"), default=POOLING,
+                        help="What the classifiers read: mean, the mean over real tokens (the headline), or cls, the "
+                             "first token (the second table).")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="Leave out the reference rows (all-MiniLM-L6-v2, which the [downstream] extra installs).")
+    parser.add_argument("--reference-continued-minutes", type=float, default=DEFAULT_CONTINUED_MINUTES,
+                        help="CPU minutes of continuing all-MiniLM-L6-v2 on IMDB's text "
+                             "(benchmarks/continued_pretraining.py) for its row; 0: no such row.")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help="Another recipe beside mlm (PRETRAINING alone): train.py flags on top, e.g. "
@@ -301,12 +353,11 @@ def main() -> None:
         print(f"({(time.perf_counter() - started) / 60:.1f} min wall, {time.process_time() / 60:.1f} CPU min on this "
               "machine)")
         return
-    # another budget's runs are other runs (pretrain() would train the cached ones again, over them)
-    suffix = "" if args.cpu_minutes == DEFAULT_CPU_MINUTES else f"-{args.cpu_minutes:g}min"
-    recipes = {f"mlm{suffix}": [], **{f"{name}{suffix}": shlex.split(flags) for name, flags in args.recipe}}
-    print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root))
-    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, each "
-          f"task's first {MAX_TRAIN_SAMPLES:,} training rows)")
+    recipes = {"mlm": [], **{name: shlex.split(flags) for name, flags in args.recipe}}
+    print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root, args.classifier_pooling,
+                  not args.no_reference, args.reference_continued_minutes * 60))
+    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, "
+          f"classifier pooling {args.classifier_pooling}, each task's first {MAX_TRAIN_SAMPLES:,} training rows)")
 
 
 if __name__ == "__main__":

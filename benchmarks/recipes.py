@@ -7,14 +7,14 @@ model is then fine-tuned on the offline tasks (Rotten Tomatoes, IMDB) under the 
 median and min-max over seeds, beside the same shape from scratch and the TF-IDF floor. A recipe's masked accuracy
 is on its own masks (whole words and spans are harder to guess): the downstream scores are the comparable figures.
 
-Usage: python benchmarks/recipes.py [--cpu-minutes M] [--seeds 3] [--root runs/bench-downstream]
+Usage: python benchmarks/recipes.py [--cpu-minutes M] [--seeds 5] [--root runs/bench-downstream]
 """
 
 import argparse
 import time
 from pathlib import Path
 
-from downstream import CPU_PROTOCOL, DEFAULT_CPU_MINUTES, DEFAULT_ROOT, MAX_TRAIN_SAMPLES, compare
+from downstream import CPU_PROTOCOL, DEFAULT_CPU_MINUTES, DEFAULT_ROOT, DEFAULT_SEEDS, MAX_TRAIN_SAMPLES, compare
 
 RECIPES = {
     "mlm": [],  # the sparse head (the default) and token masking: downstream.py's run
@@ -27,7 +27,7 @@ RECIPES = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-minutes", type=float, default=DEFAULT_CPU_MINUTES, help="Each recipe's budget.")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     args = parser.parse_args()
     started = time.perf_counter()

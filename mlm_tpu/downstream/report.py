@@ -7,7 +7,9 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 SPREAD = "max - min over seeds"
-ROLE_TITLES = {"model": "model", "scratch": "scratch", "tfidf": "tf-idf floor", "tfidf_whole": "tf-idf whole texts"}
+ROLE_TITLES = {"model": "model", "scratch": "scratch", "reference": "reference", "reference_continued":
+               "reference continued", "tfidf": "tf-idf floor", "tfidf_whole": "tf-idf whole texts"}
+POOLING_WORDS = {"cls": "the first token's hidden state", "mean": "the mean of the last hidden states over real tokens"}
 
 
 def run_score(scores: Dict[str, float], metrics: Sequence[str]) -> float:
@@ -63,8 +65,8 @@ def _result(task: dict, role: str) -> dict:
 
 
 def format_table(report: dict) -> str:
-    """The report as a table: per task its score's median (min-max) for each model, and what pretraining gained
-    over scratch."""
+    """The report as a table, under a line saying what the classifiers read (their pooling): per task its score's
+    median (min-max) for each model, and what pretraining gained over scratch."""
     roles = list(report["mean"])
     header = ["task", "score", "train", "dev"] + [ROLE_TITLES[role] for role in roles]
     gain = "model" in roles and "scratch" in roles
@@ -91,11 +93,17 @@ def format_table(report: dict) -> str:
              f"{protocol['warmup_ratio']:.0%}, weight decay {protocol['weight_decay_rate']:g}; the best epoch on "
              "the dev set kept."]
     notes += [f"  {task['about']}" for task in report["tasks"].values() if task.get("about")]
+    notes += [f"reference: {report['reference']}, fine-tuned under the same protocol on shards of its own tokenizer "
+              f"at the same length" + ("; reference continued: its masked-LM pretraining continued (task-adaptive), "
+                                       "the same way" if "reference_continued" in roles else "") + "."] \
+        if "reference" in roles else []
     notes += [_floor_note(report, protocol["max_length"])] if "tfidf" in roles else []
     caps = [f"the first {report[key]:,} {what} rows of each task" for key, what in
             (("max_train_samples", "training"), ("max_eval_samples", "dev")) if report.get(key)]
     notes += [f"Rows: {' and '.join(caps)}."] if caps else []
-    return "\n".join(lines + [""] + notes) + "\n"
+    pooling = report["classifier_pooling"]
+    title = f"Classifier pooling: {pooling} (each classifier reads {POOLING_WORDS[pooling]})"
+    return "\n".join([title, ""] + lines + [""] + notes) + "\n"
 
 
 def _floor_note(report: dict, max_length: int) -> str:
