@@ -19,18 +19,14 @@ def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = No
     from transformers import AutoConfig
 
     from mlm_tpu.mlm.presets import check_masked_lm_type
+    from mlm_tpu.model_folder.loading import with_overrides
 
     try:
         config = AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
         raise UserError(f"{flag} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
     check_masked_lm_type(config, f"{flag} {name_or_path}")
-    if overrides:
-        try:
-            config.update_from_string(overrides)
-        except ValueError as error:
-            raise UserError(f"--config-overrides '{overrides}': {reason_of(error)}; write name=value pairs, comma "
-                            f"separated, of settings the {config.model_type} configuration has") from None
+    config = with_overrides(config, overrides)
     if len(tokenizer) > config.vocab_size:
         raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
                         f"embeddings; {_own_tokenizer(name_or_path, config.vocab_size)}")

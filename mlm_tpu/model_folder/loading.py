@@ -335,7 +335,11 @@ def load_config(name_or_path: str, presets: Dict[str, dict], config_class: Calla
                 overrides: Optional[str] = None):
     """A model configuration: a preset by name, a JSON file (any name) or a folder holding config.json, or a Hub
     name; then `overrides` ("hidden_dropout_prob=0,num_hidden_layers=4", as the 🤗 example scripts take them)."""
-    config = _load_config(name_or_path, presets, config_class, flag)
+    return with_overrides(_load_config(name_or_path, presets, config_class, flag), overrides)
+
+
+def with_overrides(config, overrides: Optional[str]):
+    """`config` changed by --config-overrides ("name=value,..."; None: as it is), or one error line."""
     if overrides:
         try:
             config.update_from_string(overrides)
