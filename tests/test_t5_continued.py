@@ -156,13 +156,16 @@ def pytorch_loss(checkpoint, batches, tmp_path) -> float:
 
 def continued_validation(checkpoint, span_shards, output_dir):
     """(validation scores, log) of `train --task span-corruption --model-name-or-path checkpoint`, one step at a
-    learning rate too small to move a float32 weight, with the checkpoint's own tokenizer (no --tokenizer)."""
+    learning rate too small to move a float32 weight, with the checkpoint's own tokenizer (no --tokenizer); the
+    scores before the first step (the checkpoint as loaded) must be the same."""
     import mlm_tpu
 
     with contextlib.redirect_stderr(io.StringIO()) as log:
         result = mlm_tpu.train_model(str(span_shards / "train"), str(output_dir), task="span-corruption",
                                      eval_dataset=str(span_shards / "validation"), model_name_or_path=str(checkpoint),
                                      max_steps=1, learning_rate=1e-15, per_replica_batch_size=BATCH, seed=SEED)
+    assert result.before_training["loss"] == pytest.approx(result.epochs[-1]["validation"]["loss"], rel=1e-5)
+    assert "Before training (the checkpoint as loaded): loss" in log.getvalue()
     return result.epochs[-1]["validation"], log.getvalue()
 
 

@@ -42,6 +42,7 @@ def recorded_lengths(shards: ShardSet, flag: str) -> SpanLengths:
 class SpanCorruptionTask(Task):
     model_class = TFT5ForConditionalGeneration
     accuracy_name = "token_accuracy"
+    validates_before_training = True  # a continued T5: the checkpoint scored before the first step
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
