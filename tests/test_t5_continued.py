@@ -71,6 +71,11 @@ def tensorflow_checkpoint(tmp_path_factory):
     return save_tensorflow_checkpoint("T5", tmp_path_factory.mktemp("t5-1.1-tensorflow"))
 
 
+@pytest.fixture(scope="module")
+def tensorflow_mt5_checkpoint(tmp_path_factory):
+    return save_tensorflow_checkpoint("MT5", tmp_path_factory.mktemp("mt5-tensorflow"))
+
+
 PYTORCH_CHECKPOINT = textwrap.dedent("""
     import json, sys, torch, transformers
     from transformers import AutoTokenizer
@@ -222,11 +227,11 @@ def test_span_corruption_continues_a_pytorch_only_t5_1_1_saved_by_transformers_5
     assert scores["loss"] == pytest.approx(expected, rel=1e-4), log[-3000:]
 
 
-def test_span_corruption_continues_a_tensorflow_mt5_as_an_mt5(span_shards, tmp_path):
+def test_span_corruption_continues_a_tensorflow_mt5_as_an_mt5(tensorflow_mt5_checkpoint, span_shards, tmp_path):
     """An mT5 continues from its own loss, and its folder is an mT5's, which evaluate and predict text2text take."""
     import mlm_tpu
 
-    checkpoint = save_tensorflow_checkpoint("MT5", tmp_path / "mt5")
+    checkpoint = tensorflow_mt5_checkpoint
     expected = tensorflow_loss(checkpoint, validation_batches(checkpoint, span_shards))
     scores, log = continued_validation(checkpoint, span_shards, tmp_path / "run")
     assert scores["loss"] == pytest.approx(expected, rel=1e-4), log[-3000:]
@@ -255,3 +260,12 @@ def test_span_corruption_continues_a_pytorch_only_mt5_saved_by_transformers_5_fr
     continued = pytorch_run(tmp_path / "run", batches, tmp_path)
     assert continued["class"] == "MT5ForConditionalGeneration"
     assert continued["loss"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_generation_fine_tunes_an_mt5_as_an_mt5(tensorflow_mt5_checkpoint, short_shards, tmp_path):
+    import mlm_tpu
+
+    mlm_tpu.train_model(str(short_shards), str(tmp_path / "run"), task="generation",
+                        model_name_or_path=str(tensorflow_mt5_checkpoint), max_steps=1, per_replica_batch_size=BATCH)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (saved["model_type"], saved["task_specific_params"]["mlm_tpu_text2text"]["task"]) == ("mt5", "generation")
