@@ -262,10 +262,16 @@ def test_span_corruption_continues_a_pytorch_only_mt5_saved_by_transformers_5_fr
     assert continued["loss"] == pytest.approx(expected, rel=1e-4)
 
 
-def test_generation_fine_tunes_an_mt5_as_an_mt5(tensorflow_mt5_checkpoint, short_shards, tmp_path):
+@pytest.mark.parametrize("delta", [None, "lora"])
+def test_generation_fine_tunes_an_mt5_as_an_mt5(delta, tensorflow_mt5_checkpoint, short_shards, tmp_path):
+    """An mT5 fine-tunes, whole or with a LoRA delta (PEFT's T5 targets), and its run is an mT5's."""
     import mlm_tpu
 
-    mlm_tpu.train_model(str(short_shards), str(tmp_path / "run"), task="generation",
+    mlm_tpu.train_model(str(short_shards), str(tmp_path / "run"), task="generation", delta=delta,
                         model_name_or_path=str(tensorflow_mt5_checkpoint), max_steps=1, per_replica_batch_size=BATCH)
+    if delta:
+        saved = json.loads((tmp_path / "run" / "adapter_config.json").read_text())
+        assert (saved["task_type"], sorted(saved["target_modules"])) == ("SEQ_2_SEQ_LM", ["q", "v"])
+        return
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (saved["model_type"], saved["task_specific_params"]["mlm_tpu_text2text"]["task"]) == ("mt5", "generation")
