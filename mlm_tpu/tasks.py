@@ -138,16 +138,16 @@ def task_of_saved_model(name_or_path: str) -> str:
     from types import SimpleNamespace
 
     from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
-    from mlm_tpu.model_folder.loading import model_type
+    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, model_type
     from mlm_tpu.model_folder.task_settings import task_settings
 
     if is_adapter_folder(name_or_path):
         record = read_delta_record(name_or_path)
-        if record.get("model_type") != "t5":
+        if record.get("model_type") not in T5_MODEL_TYPES:
             return task_of_architecture(record.get("architecture", "")) or "mlm"
         config = SimpleNamespace(task_specific_params=record.get("task_specific_params"))
         return (task_settings(config) or {}).get("task", "generation")
-    if model_type(name_or_path) != "t5":
+    if model_type(name_or_path) not in T5_MODEL_TYPES:
         return task_of_head(name_or_path) or "mlm"
     from transformers import AutoConfig
 

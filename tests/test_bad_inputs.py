@@ -538,13 +538,15 @@ def t5_task_on_a_roberta(inputs: Inputs, *delta: str) -> List[str]:
             "--per-replica-batch-size", "4", "--max-steps", "1", "--output-dir", str(inputs.tmp / "out")]
 
 
-@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+@row("train", "--task generation needs a base of one of the types mt5, t5", "--model-name-or-path", "is a roberta model",
+     absent=("out",))
 def delta_of_a_t5_task_on_a_roberta(inputs):
     """Checked before anything is built: transformers would build a T5 from the RoBERTa's config."""
     return t5_task_on_a_roberta(inputs, "--delta", "lora")
 
 
-@row("train", "--task generation needs a t5 base", "--model-name-or-path", "is a roberta model", absent=("out",))
+@row("train", "--task generation needs a base of one of the types mt5, t5", "--model-name-or-path", "is a roberta model",
+     absent=("out",))
 def t5_task_fine_tuning_a_roberta(inputs):
     return t5_task_on_a_roberta(inputs)
 

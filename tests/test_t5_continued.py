@@ -4,7 +4,8 @@ M's own tokenizer: one saved by transformers 4.57's TensorFlow class, one saved 
 only, its tokenizer as transformers 5 writes it). Each output layer is scaled far from a fresh model's, so a run that
 did not load it would not start at its loss: one step at a learning rate too small to move a float32 weight validates
 to the loss that transformers itself (TensorFlow 4.57, or PyTorch 5) computes for the checkpoint on the same
-corrupted batches."""
+corrupted batches. An mT5 (T5 1.1's shape, a model type of its own) continues the same way, and stays an
+mT5."""
 
 import contextlib
 import io
@@ -48,30 +49,41 @@ def config_values(tokenizer) -> dict:
     return dict(SHAPE, vocab_size=len(tokenizer) + EXTRA_EMBEDDINGS)
 
 
-@pytest.fixture(scope="module")
-def tensorflow_checkpoint(tmp_path_factory):
-    """A T5 1.1 saved by transformers 4.57's TFT5ForConditionalGeneration, with its tokenizer."""
+def save_tensorflow_checkpoint(family: str, folder):
+    """A T5 1.1 (family "T5") or an mT5 ("MT5") saved by transformers 4.57's TensorFlow class, with its tokenizer."""
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras, before TensorFlow loads)
-    from transformers import T5Config, TFT5ForConditionalGeneration
+    import transformers
 
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     tokenizer = load_tokenizer(str(T5_TOKENIZER))
-    model = TFT5ForConditionalGeneration(T5Config(**config_values(tokenizer)))
+    config = getattr(transformers, f"{family}Config")(**config_values(tokenizer))
+    model = getattr(transformers, f"TF{family}ForConditionalGeneration")(config)
     model.build_in_name_scope()
     model.lm_head.kernel.assign(model.lm_head.kernel * OUTPUT_SCALE)
-    folder = tmp_path_factory.mktemp("t5-1.1-tensorflow")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
 
+@pytest.fixture(scope="module")
+def tensorflow_checkpoint(tmp_path_factory):
+    return save_tensorflow_checkpoint("T5", tmp_path_factory.mktemp("t5-1.1-tensorflow"))
+
+
+@pytest.fixture(scope="module")
+def tensorflow_mt5_checkpoint(tmp_path_factory):
+    return save_tensorflow_checkpoint("MT5", tmp_path_factory.mktemp("mt5-tensorflow"))
+
+
 PYTORCH_CHECKPOINT = textwrap.dedent("""
-    import json, sys, torch
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+    import json, sys, torch, transformers
+    from transformers import AutoTokenizer
     folder, tokenizer_folder, values, scale = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4])
+    family = sys.argv[5]
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(T5Config(**values))
+    config = getattr(transformers, f"{family}Config")(**values)
+    model = getattr(transformers, f"{family}ForConditionalGeneration")(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(scale)
     model.save_pretrained(folder)
@@ -80,8 +92,8 @@ PYTORCH_CHECKPOINT = textwrap.dedent("""
 
 PYTORCH_LOSS = textwrap.dedent("""
     import json, sys, numpy, torch
-    from transformers import T5ForConditionalGeneration
-    model = T5ForConditionalGeneration.from_pretrained(sys.argv[1]).eval()
+    from transformers import AutoModelForSeq2SeqLM
+    model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1]).eval()
     batches = numpy.load(sys.argv[2])
     total = tokens = 0.0
     with torch.no_grad():
@@ -93,22 +105,26 @@ PYTORCH_LOSS = textwrap.dedent("""
                                                        labels.reshape(-1), ignore_index=-100, reduction="sum")
             total += float(losses)
             tokens += float((labels != -100).sum())
-    print(json.dumps({"loss": total / tokens, "tokens": tokens}))
+    print(json.dumps({"loss": total / tokens, "tokens": tokens, "class": type(model).__name__}))
 """)
+
+
+def save_pytorch_checkpoint(family: str, folder):
+    """The same shape saved by transformers 5 (model.safetensors only; tokenizer_config.json naming
+    TokenizersBackend): a T5 1.1 (family "T5") or an mT5 ("MT5", whose output layer transformers 5 always ties to the
+    embeddings, and never scales)."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    values = config_values(load_tokenizer(str(T5_TOKENIZER)))
+    subprocess.run([pytorch_python(), "-c", PYTORCH_CHECKPOINT, str(folder), str(T5_TOKENIZER), json.dumps(values),
+                    str(OUTPUT_SCALE), family], check=True, timeout=300)
+    assert not list(folder.glob("tf_model*.h5")) and (folder / "model.safetensors").is_file()
+    return folder
 
 
 @pytest.fixture(scope="module")
 def pytorch_checkpoint(tmp_path_factory):
-    """The same shape saved by transformers 5 (model.safetensors only; tokenizer_config.json naming
-    TokenizersBackend)."""
-    from mlm_tpu.tokenizer.load import load_tokenizer
-
-    folder = tmp_path_factory.mktemp("t5-1.1-pytorch")
-    values = config_values(load_tokenizer(str(T5_TOKENIZER)))
-    subprocess.run([pytorch_python(), "-c", PYTORCH_CHECKPOINT, str(folder), str(T5_TOKENIZER), json.dumps(values),
-                    str(OUTPUT_SCALE)], check=True, timeout=300)
-    assert not list(folder.glob("tf_model*.h5")) and (folder / "model.safetensors").is_file()
-    return folder
+    return save_pytorch_checkpoint("T5", tmp_path_factory.mktemp("t5-1.1-pytorch"))
 
 
 def validation_batches(checkpoint, span_shards):
@@ -129,10 +145,11 @@ def validation_batches(checkpoint, span_shards):
 
 
 def tensorflow_loss(checkpoint, batches) -> float:
-    """transformers 4.57's TensorFlow T5 on the checkpoint: the mean cross-entropy over every target token."""
-    from transformers import TFT5ForConditionalGeneration
+    """transformers 4.57's TensorFlow T5 (or mT5, as its config says) on the checkpoint: the mean cross-entropy over
+    every target token."""
+    from transformers import TFAutoModelForSeq2SeqLM
 
-    model = TFT5ForConditionalGeneration.from_pretrained(checkpoint, use_safetensors=False)
+    model = TFAutoModelForSeq2SeqLM.from_pretrained(checkpoint, use_safetensors=False)
     total = tokens = 0.0
     for batch in batches:
         logits = model(**batch, training=False).logits.numpy().astype(np.float64)
@@ -144,14 +161,19 @@ def tensorflow_loss(checkpoint, batches) -> float:
     return total / tokens
 
 
-def pytorch_loss(checkpoint, batches, tmp_path) -> float:
-    """transformers 5's PyTorch T5 on the checkpoint, on the same batches."""
+def pytorch_run(checkpoint, batches, tmp_path) -> dict:
+    """transformers 5's PyTorch T5 (or mT5) on the checkpoint, on the same batches: its loss, and the class it loaded
+    the checkpoint as."""
     path = tmp_path / "batches.npz"
     np.savez(path, **{f"{name}_{i}": values for i, batch in enumerate(batches) for name, values in batch.items()})
     result = subprocess.run([pytorch_python(), "-c", PYTORCH_LOSS, str(checkpoint), str(path)], capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])["loss"]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def pytorch_loss(checkpoint, batches, tmp_path) -> float:
+    return pytorch_run(checkpoint, batches, tmp_path)["loss"]
 
 
 def continued_validation(checkpoint, span_shards, output_dir):
@@ -203,3 +225,53 @@ def test_span_corruption_continues_a_pytorch_only_t5_1_1_saved_by_transformers_5
     expected = pytorch_loss(pytorch_checkpoint, batches, tmp_path)
     scores, log = continued_validation(pytorch_checkpoint, span_shards, tmp_path / "run")
     assert scores["loss"] == pytest.approx(expected, rel=1e-4), log[-3000:]
+
+
+def test_span_corruption_continues_a_tensorflow_mt5_as_an_mt5(tensorflow_mt5_checkpoint, span_shards, tmp_path):
+    """An mT5 continues from its own loss, and its folder is an mT5's, which evaluate and predict text2text take."""
+    import mlm_tpu
+
+    checkpoint = tensorflow_mt5_checkpoint
+    expected = tensorflow_loss(checkpoint, validation_batches(checkpoint, span_shards))
+    scores, log = continued_validation(checkpoint, span_shards, tmp_path / "run")
+    assert scores["loss"] == pytest.approx(expected, rel=1e-4), log[-3000:]
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (saved["model_type"], saved["architectures"], saved["tie_word_embeddings"]) == (
+        "mt5", ["MT5ForConditionalGeneration"], False)
+    assert "(mt5)" in (tmp_path / "run" / "README.md").read_text()
+    evaluated = mlm_tpu.evaluate_model(str(tmp_path / "run"), str(span_shards / "validation"),
+                                       per_replica_batch_size=BATCH, seed=SEED)
+    assert (evaluated.task, evaluated.scores["loss"]) == ("span-corruption", pytest.approx(expected, rel=1e-4))
+    [predicted] = mlm_tpu.predict_text2text(str(tmp_path / "run"), ["The <extra_id_0> walks in the park."],
+                                            max_new_tokens=3)
+    assert isinstance(predicted["output"], str)
+
+
+def test_span_corruption_continues_a_pytorch_only_mt5_saved_by_transformers_5_from_its_loss(wikitext_path, tmp_path):
+    """transformers 5 writes an mT5's output layer tied (only the embeddings in the file) and never scales it, where
+    transformers 4 reads a tied mT5 as scaled: the run must start at transformers 5's loss, and its folder load in
+    transformers 5 as an mT5 with that loss."""
+    checkpoint = save_pytorch_checkpoint("MT5", tmp_path / "mt5")
+    span_shards = shard_with(checkpoint, wikitext_path, tmp_path / "shards")
+    batches = validation_batches(checkpoint, span_shards)
+    expected = pytorch_loss(checkpoint, batches, tmp_path)
+    scores, log = continued_validation(checkpoint, span_shards, tmp_path / "run")
+    assert scores["loss"] == pytest.approx(expected, rel=1e-4), log[-3000:]
+    continued = pytorch_run(tmp_path / "run", batches, tmp_path)
+    assert continued["class"] == "MT5ForConditionalGeneration"
+    assert continued["loss"] == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("delta", [None, "lora"])
+def test_generation_fine_tunes_an_mt5_as_an_mt5(delta, tensorflow_mt5_checkpoint, short_shards, tmp_path):
+    """An mT5 fine-tunes, whole or with a LoRA delta (PEFT's T5 targets), and its run is an mT5's."""
+    import mlm_tpu
+
+    mlm_tpu.train_model(str(short_shards), str(tmp_path / "run"), task="generation", delta=delta,
+                        model_name_or_path=str(tensorflow_mt5_checkpoint), max_steps=1, per_replica_batch_size=BATCH)
+    if delta:
+        saved = json.loads((tmp_path / "run" / "adapter_config.json").read_text())
+        assert (saved["task_type"], sorted(saved["target_modules"])) == ("SEQ_2_SEQ_LM", ["q", "v"])
+        return
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (saved["model_type"], saved["task_specific_params"]["mlm_tpu_text2text"]["task"]) == ("mt5", "generation")

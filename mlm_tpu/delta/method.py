@@ -18,12 +18,13 @@ from mlm_tpu.delta.registry import registration_of
 from mlm_tpu.errors import UserError
 from mlm_tpu.delta.modules_to_save import load_saved_state_dict, saved_layers, saved_state_dict
 from mlm_tpu.delta.targets import dense_layers, walk
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 
 class DeltaMethod:
     """One method with its settings, applied to one model."""
 
-    supported_model_types = ("t5", "roberta")
+    supported_model_types = (*T5_MODEL_TYPES, "roberta")
     weights_file = "adapter_model.safetensors"  # PEFT's names; AdapterHub's differ
     no_weight_decay: Tuple[str, ...] = ()  # its weights (names) AdamW must not pull toward 0, as PEFT's recipes
     why_not_packed = ""  # why --pack's rows could not score as their examples alone do, where they could not

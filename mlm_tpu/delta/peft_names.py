@@ -4,6 +4,7 @@ its task declares it, mlm_tpu/encoder/heads.py)."""
 from typing import Optional
 
 from mlm_tpu.encoder.heads import HEADS
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transformers model
 
@@ -18,7 +19,7 @@ def task_type(model, method: str) -> Optional[str]:
     """SEQ_2_SEQ_LM for T5; SEQ_CLS or TOKEN_CLS for an encoder's classifier; for a RoBERTa masked LM,
     FEATURE_EXTRACTION where the method adds tokens (prompt and prefix tuning are applied only for these types,
     silently skipped for others), else no task type (the masked LM loads as it is)."""
-    if model.config.model_type == "t5":
+    if model.config.model_type in T5_MODEL_TYPES:
         return "SEQ_2_SEQ_LM"
     head = head_task_type(type(model).__name__)
     if head:

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, longest_input
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.shards.format import REGRESSION
 
@@ -68,7 +68,7 @@ def check_encoder(config, head_class, where: str) -> None:
     model_type = config.model_type
     if getattr(config, "is_encoder_decoder", False) or model_type not in encoder_types():
         what = ("an encoder-decoder (T5 fine-tunes with --task classification or generation)"
-                if getattr(config, "is_encoder_decoder", False) or model_type == "t5" else
+                if getattr(config, "is_encoder_decoder", False) or model_type in T5_MODEL_TYPES else
                 "not an encoder (a causal or other language model)")
         raise UserError(f"{where} is a {model_type} model, {what}; sequence and token classification fine-tune an "
                         "encoder: one mlm_tpu pretrained (--task mlm), or a Hub encoder such as roberta-base, "

@@ -62,10 +62,10 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained)."""
     from transformers import TFAutoModelForMaskedLM, pipeline
 
-    from mlm_tpu.model_folder.loading import load_pretrained, longest_input, model_type
+    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_pretrained, longest_input, model_type
 
     check_ranges(config)
-    if model_type(config.model) == "t5":
+    if model_type(config.model) in T5_MODEL_TYPES:
         raise UserError(f"--model {config.model} is a T5 model, which does not fill masks; use "
                         "`python -m mlm_tpu.predict text2text --model ...`")
     model, tokenizer = (load or load_pretrained)(config.model, TFAutoModelForMaskedLM)

@@ -6,7 +6,7 @@ from typing import Optional
 
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import load_config
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_config
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, align_positions_with_pytorch
 from mlm_tpu.tokenizer.word_starts import family_of
 
@@ -58,7 +58,7 @@ def check_masked_lm_type(config, where: str) -> None:
 def config_for(name_or_path: str, tokenizer, max_length: int, overrides: Optional[str] = None):
     """The masked-LM configuration (with --config-overrides), fitted to the tokenizer and the example length."""
     config = load_config(name_or_path, PRESETS, masked_lm_config, overrides=overrides)
-    if config.model_type == "t5":
+    if config.model_type in T5_MODEL_TYPES:
         raise UserError(f"--model-config '{name_or_path}' is a T5 configuration; --task mlm trains masked LMs "
                         f"({', '.join(PRESETS)}, or a config.json of a masked LM's family); T5 pretrains with "
                         "--task span-corruption")

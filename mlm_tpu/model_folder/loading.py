@@ -31,6 +31,10 @@ TIED_DECODER_BIAS_HEADS = ("predictions", "lm_head")
 # The task heads transformers puts on an encoder in place of its masked-LM head.
 TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                       "ForMultipleChoice")
+# The T5 family, by model type, and the TensorFlow class of each: T5 and T5 1.1 (t5), and mT5 (mt5: T5 1.1 with a
+# large SentencePiece vocabulary). Wherever mlm_tpu takes a T5 it takes any of them, and keeps its type.
+T5_CLASSES = {"t5": "TFT5ForConditionalGeneration", "mt5": "TFMT5ForConditionalGeneration"}
+T5_MODEL_TYPES = tuple(T5_CLASSES)
 
 
 def check_model_folder(name_or_path: str, flag: str) -> None:
@@ -47,7 +51,7 @@ def longest_input(config) -> Optional[int]:
     never gives a token (it numbers positions from its padding index + 1, TF_POSITION_PADDING_IDX); None for a model
     without learned positions (T5's relative attention takes any length)."""
     positions = getattr(config, "max_position_embeddings", None)
-    if config.model_type == "t5" or not positions:
+    if config.model_type in T5_MODEL_TYPES or not positions:
         return None
     padding_idx = TF_POSITION_PADDING_IDX.get(config.model_type)
     return positions if padding_idx is None else positions - padding_idx - 1
@@ -143,15 +147,24 @@ def _check_weights_there(folder: str, flag: str) -> None:
 
 def untied_t5_output_of_transformers_5(config) -> Dict[str, str]:
     """A T5 config transformers 5 saved says in `scale_decoder_outputs` whether the decoder's output is scaled by
-    d_model^-0.5 before the output layer (T5: yes; T5 1.1 and mT5: no), and writes `tie_word_embeddings` true always,
-    as it ties the output layer to the embeddings; transformers 4 reads both from `tie_word_embeddings`. So a T5 1.1
-    saved by transformers 5 is set untied (unscaled), and its output layer, which the file may hold only as the
-    embeddings, read from them where it is absent: the aliases for SafetensorsWeights."""
-    scaled = getattr(config, "scale_decoder_outputs", None)
-    if config.model_type != "t5" or scaled is None or scaled:
+    d_model^-0.5 before the output layer (T5: yes; T5 1.1: no), and writes `tie_word_embeddings` true always, as it
+    ties the output layer to the embeddings; an mT5 config it saved says the same of mT5, whose output it never scales;
+    transformers 4 reads both from `tie_word_embeddings`. So a T5 1.1 or mT5 saved by transformers 5 is set untied
+    (unscaled), and its output layer, which the file may hold only as the embeddings, read from them where it is
+    absent: the aliases for SafetensorsWeights."""
+    if _scaled_by_transformers_5(config) in (None, True):
         return {}
     config.tie_word_embeddings = False
     return {"lm_head.weight": "shared.weight"}
+
+
+def _scaled_by_transformers_5(config) -> Optional[bool]:
+    """Whether transformers 5 scales the decoder's output of the T5 it saved with this config (None: not a T5 that
+    transformers 5 saved)."""
+    if config.model_type == "mt5":
+        saved_by = str(getattr(config, "transformers_version", None) or "0").split(".")[0]
+        return False if saved_by.isdigit() and int(saved_by) >= 5 else None
+    return getattr(config, "scale_decoder_outputs", None) if config.model_type == "t5" else None
 
 
 def _check_tensorflow_weights(folder: str, flag: str) -> None:

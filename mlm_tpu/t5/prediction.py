@@ -70,17 +70,16 @@ def predict_text2text(config: Text2TextPredictionConfig, load=None) -> List[Dict
     """For each input: {"input", "label", "scores": {label: probability}} (classification) or {"input", "output"}.
     `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained; an adapter
     folder's plug-in loads its base with the delta, mlm_tpu/delta)."""
-    from transformers import TFT5ForConditionalGeneration
-
-    from mlm_tpu.model_folder.loading import load_pretrained, model_type
+    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_pretrained, model_type
     from mlm_tpu.t5.classification import LabelSet
+    from mlm_tpu.t5.family import TFT5FamilyForConditionalGeneration
     from mlm_tpu.model_folder.task_settings import task_settings
 
     check_ranges(config)
-    if model_type(config.model) not in (None, "t5"):
+    if model_type(config.model) not in (None, *T5_MODEL_TYPES):
         raise UserError(f"--model {config.model} is a {model_type(config.model)} model, not a T5 one; "
                         "fill its masks with `python -m mlm_tpu.predict --model ...`")
-    model, tokenizer = (load or load_pretrained)(config.model, TFT5ForConditionalGeneration)
+    model, tokenizer = (load or load_pretrained)(config.model, TFT5FamilyForConditionalGeneration)
     trained = task_settings(model.config) or {}
     task = config.task or trained.get("task", "generation")
     texts = list(config.inputs)

@@ -11,7 +11,7 @@ from typing import Optional
 from transformers import T5Config
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import load_config
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_config
 
 # T5 1.1 and mT5: gated-GELU feed-forward, output layer untied from the embeddings (T5X's t5_1_1/*.gin, mt5/*.gin).
 # mT5 has T5 1.1's shapes; only its 250,112-piece vocabulary differs, and every preset takes the tokenizer's.
@@ -44,9 +44,9 @@ def config_for(name_or_path: str, tokenizer, overrides: Optional[str] = None):
     """The T5 configuration (with --config-overrides), fitted to the tokenizer: its vocabulary, and decoding
     starting from <pad>, as T5's."""
     config = load_config(name_or_path, PRESETS, T5Config, overrides=overrides)
-    if config.model_type != "t5":
+    if config.model_type not in T5_MODEL_TYPES:
         raise UserError(f"--model-config '{name_or_path}' is a {config.model_type} configuration; T5 tasks need a "
-                        f"T5 one ({', '.join(PRESETS)}, a T5 config.json or Hub name)")
+                        f"T5 or mT5 one ({', '.join(PRESETS)}, a T5 config.json or Hub name)")
     if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
         raise UserError("the tokenizer has no pad or eos token, which T5 needs; make one with "
                         "`python -m mlm_tpu.tokenizer train --template t5`")

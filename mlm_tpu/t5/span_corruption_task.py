@@ -1,5 +1,5 @@
 """`--task span-corruption`: T5 pretrained from scratch with T5's own objective, on raw rows from the sharder; or a T5
-checkpoint (t5, T5 1.1: --model-name-or-path, its shape and tokenizer its own) continued with it.
+checkpoint (T5, T5 1.1 or mT5: --model-name-or-path, its shape and tokenizer its own) continued with it.
 
 The shards hold raw rows of T tokens (`python -m mlm_tpu.shard --task span-corruption`); each batch
 is corrupted in tf.data (span_corruption.py), drawn afresh from (seed, batch number), into inputs
@@ -12,12 +12,11 @@ lowest validation loss (without --eval-dataset: the last), ready to fine-tune wi
 
 from typing import Callable, Dict, Optional
 
-from transformers import TFT5ForConditionalGeneration
-
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.shards.span_lengths import SpanLengths, lengths_at
+from mlm_tpu.t5.family import TFT5FamilyForConditionalGeneration
 from mlm_tpu.t5.shard_kinds import SPAN_CORRUPTION_ROWS, check_sentinels
 from mlm_tpu.t5.span_corruption import SpanCorrupter
 from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
@@ -40,7 +39,7 @@ def recorded_lengths(shards: ShardSet, flag: str) -> SpanLengths:
 
 
 class SpanCorruptionTask(Task):
-    model_class = TFT5ForConditionalGeneration
+    model_class = TFT5FamilyForConditionalGeneration
     accuracy_name = "token_accuracy"
     validates_before_training = True  # a continued T5: the checkpoint scored before the first step
 

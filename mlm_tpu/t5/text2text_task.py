@@ -1,4 +1,4 @@
-"""`--task classification|generation`: T5 (TFT5ForConditionalGeneration) fine-tuned, or trained from scratch,
+"""`--task classification|generation`: T5 (T5, T5 1.1 or mT5: t5/family.py) fine-tuned, or trained from scratch,
 on text-to-text shards.
 
 The model computes its own loss from the labels (-100 where there is no target token), shifting
@@ -11,8 +11,6 @@ config (`task_specific_params`), where `python -m mlm_tpu.predict text2text` fin
 
 from typing import Dict, List, Optional
 
-from transformers import TFT5ForConditionalGeneration
-
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
@@ -20,6 +18,7 @@ from mlm_tpu.model_folder.loading import load_model
 from mlm_tpu.model_folder.task_settings import record_task_settings, task_settings
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.t5.classification import ClassificationScorer, LabelSet
+from mlm_tpu.t5.family import TFT5FamilyForConditionalGeneration
 from mlm_tpu.t5.evaluation import can_compile_per_replica
 from mlm_tpu.t5.shard_kinds import TEXT2TEXT_ROWS
 from mlm_tpu.t5.generation import GENERATION_SCORES, GenerationScorer
@@ -35,13 +34,13 @@ BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERA
 def build_t5(config, tokenizer, settings: Dict[str, object]):
     """A T5 from --model-name-or-path's weights, or from scratch with --model-config; `settings` go into its config."""
     if config.model_name_or_path:
-        model = load_model(config.model_name_or_path, TFT5ForConditionalGeneration, "--model-name-or-path")
+        model = load_model(config.model_name_or_path, TFT5FamilyForConditionalGeneration, "--model-name-or-path")
         if len(tokenizer) > model.config.vocab_size:
             raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                             f"{model.config.vocab_size} embeddings; use the model's own tokenizer")
     else:
-        model = TFT5ForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET, tokenizer,
-                                                                    config.config_overrides))
+        model = TFT5FamilyForConditionalGeneration.from_config(config_for(config.model_config or DEFAULT_PRESET,
+                                                                          tokenizer, config.config_overrides))
     record_task_settings(model.config, settings)
     return model
 
@@ -59,7 +58,7 @@ def t5_card_words(summary: str, widget_text: str, labels=()) -> CardWords:
 
 
 class Text2TextTask(Task):
-    model_class = TFT5ForConditionalGeneration
+    model_class = TFT5FamilyForConditionalGeneration
     accuracy_name = "token_accuracy"
     packs = True
 

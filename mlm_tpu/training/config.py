@@ -153,7 +153,7 @@ class TrunkConfig:
              "given. --task mlm continues a masked LM of any family (roberta-base, bert-base-uncased, "
              "xlm-roberta-base, ...; one without a masked-LM head gets a new one); --task electra an ELECTRA "
              "discriminator and its generator (a folder --task electra saved, or with --generator-name-or-path); T5 "
-             "tasks, span corruption too, a T5 (t5-small, google/t5-v1_1-base; not yet mT5); encoder tasks: the "
+             "tasks, span corruption too, a T5 (t5-small, google/t5-v1_1-base, google/mt5-small); encoder tasks: the "
              "pretrained encoder, its head new; with --delta (any task), the frozen base model.")
     # optimisation
     per_replica_batch_size: int = setting(  # the global batch is what must not change

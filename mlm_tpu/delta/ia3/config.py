@@ -4,12 +4,14 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from mlm_tpu.configuration import comma_separated, setting
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 # PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING: the model types IA3
 # takes here (PEFT maps no electra: BERT's, whose layers ELECTRA's are named as)
-DEFAULT_TARGETS = {"t5": ("k", "v", "wo"), "roberta": ("key", "value", "output.dense"),
+DEFAULT_TARGETS = {**dict.fromkeys(T5_MODEL_TYPES, ("k", "v", "wo")), "roberta": ("key", "value", "output.dense"),
                    "bert": ("key", "value", "output.dense"), "electra": ("key", "value", "output.dense")}
-FEEDFORWARD = {"t5": ("wo",), "roberta": ("output.dense",), "bert": ("output.dense",), "electra": ("output.dense",)}
+FEEDFORWARD = {**dict.fromkeys(T5_MODEL_TYPES, ("wo",)), "roberta": ("output.dense",), "bert": ("output.dense",),
+               "electra": ("output.dense",)}
 
 
 @dataclass(frozen=True)

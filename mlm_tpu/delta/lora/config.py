@@ -4,10 +4,11 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from mlm_tpu.configuration import comma_separated, setting
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 # PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types LoRA takes here
-DEFAULT_TARGETS = {"t5": ("q", "v"), "roberta": ("query", "value"), "bert": ("query", "value"),
-                   "electra": ("query", "value")}
+DEFAULT_TARGETS = {**dict.fromkeys(T5_MODEL_TYPES, ("q", "v")), "roberta": ("query", "value"),
+                   "bert": ("query", "value"), "electra": ("query", "value")}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 from dataclasses import dataclass
 
 from mlm_tpu.configuration import setting
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,7 @@ class VirtualTokenSettings:
 
 def model_shape(model_config) -> dict:
     """PEFT's token_dim, num_layers and num_attention_heads of a T5 or RoBERTa configuration."""
-    if model_config.model_type == "t5":
+    if model_config.model_type in T5_MODEL_TYPES:
         return {"token_dim": model_config.d_model, "num_layers": model_config.num_decoder_layers,
                 "num_attention_heads": model_config.num_heads}
     return {"token_dim": model_config.hidden_size, "num_layers": model_config.num_hidden_layers,

@@ -11,6 +11,7 @@ from mlm_tpu.delta.method import DeltaMethod, freeze_base
 from mlm_tpu.delta.peft_names import task_type
 from mlm_tpu.delta.prompt.config import adapter_config
 from mlm_tpu.delta.prompt.layer import PromptAwareDecoder, PromptedEncoder
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 KEY = "prompt_embeddings"
 
@@ -19,7 +20,7 @@ class LearnsVirtualTokens(DeltaMethod):
     """Prompt and prefix tuning: the delta is one table of virtual tokens, `prompt_embeddings` on the layer
     `self.table`, saved under PEFT's one key; `make_adapter_config` is the method's config.py function."""
 
-    supported_model_types = ("t5",)
+    supported_model_types = T5_MODEL_TYPES
     make_adapter_config = staticmethod(adapter_config)
     no_weight_decay = (KEY,)  # virtual tokens: embeddings, not weights to keep small
 
