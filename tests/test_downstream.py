@@ -329,7 +329,7 @@ def test_glue_tasks_read_a_local_copy_with_glues_columns_label_kinds_and_metrics
     stsb, mnli = parse_tasks(["stsb,mnli"], copy)
     for task in (stsb, mnli):
         check_available(task)
-    stsb, mnli = (prepare_task(config, task, load_tokenizer(str(encoder))) for task in (stsb, mnli))
+    stsb, mnli = (prepare_task(config, task, str(encoder), load_tokenizer(str(encoder))) for task in (stsb, mnli))
     assert stsb.regression and stsb.metrics == ("pearson", "spearman") and (stsb.train_examples,
                                                                             stsb.dev_examples) == (6, 3)
     assert not mnli.regression and mnli.metrics == ("accuracy",) and mnli.validation.endswith("validation_matched")

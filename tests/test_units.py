@@ -253,7 +253,8 @@ SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask
                           "random_replace_prob": 0.15, "dense_mlm_head": True, "max_predictions_per_seq": 20,
                           "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),
                           "max_target_length": 8, "max_new_tokens": 8, "model_name_or_path": "roberta-base",
-                          "metric_for_best_model": "loss"}
+                          "metric_for_best_model": "loss", "classifier_pooling": "mean",
+                          "generator_name_or_path": "google/electra-small-generator"}
 
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
@@ -276,8 +277,12 @@ def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
     assert takes["mlm_probability"] == takes["dense_mlm_head"] == takes["max_predictions_per_seq"] == {"mlm", "electra"}
     assert takes["masking"] == takes["mask_replace_prob"] == takes["random_replace_prob"] == {"mlm", "electra"}
     assert takes["labels"] == {"classification"}
-    assert "electra" not in takes["model_name_or_path"] | takes["metric_for_best_model"]
-    assert all(takes.values()), takes  # each is some task's
+    assert takes["classifier_pooling"] == {"sequence-classification"}
+    assert takes["model_name_or_path"] == set(TASKS)  # every task continues or fine-tunes a checkpoint
+    assert "electra" not in takes["metric_for_best_model"]
+    # electra's, refused alone everywhere: it names the generator of the --model-name-or-path it continues
+    assert takes["generator_name_or_path"] == set()
+    assert all(taken for name, taken in takes.items() if name != "generator_name_or_path"), takes  # some task's
 
 
 def test_a_batch_decodes_to_the_model_inputs_as_written():
