@@ -107,7 +107,7 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     the log says which."""
     from transformers import AutoConfig
 
-    from mlm_tpu.model_folder.loading import load_with_new_head
+    from mlm_tpu.model_folder.loading import load_with_new_head, new_modules
 
     base_config = saved_config(name_or_path, flag)
     check_encoder(base_config, head_class, f"{flag} {name_or_path}")
@@ -116,9 +116,8 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     model, new_weights = load_with_new_head(name_or_path, head_class, config, flag)
     base = (base_config.architectures or [base_config.model_type])[0]
     if new_weights:
-        modules = sorted({name.rsplit(".", 1)[0] for name in new_weights})
         log(f"Loaded the encoder of {name_or_path} ({base}); a new head is initialised for "
-            f"{labels.count} output{'s' * (labels.count != 1)}: {', '.join(modules)}")
+            f"{labels.count} output{'s' * (labels.count != 1)}: {new_modules(new_weights)}")
     else:
         log(f"Loaded {name_or_path} ({base}) with its head, which has as many outputs already")
     return model, new_weights

@@ -37,16 +37,15 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
     from transformers import TFAutoModelForMaskedLM
 
-    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head
+    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head, new_modules
 
     check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG)  # an ELECTRA discriminator: its generator
     config = continued_config(name_or_path, tokenizer, overrides)
     model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
     base = (config.architectures or [config.model_type])[0]
     if new_weights:
-        modules = sorted({name.rsplit(".", 1)[0] for name in new_weights})
         log(f"Continuing {name_or_path} ({base}); it has no masked-LM head, so a new one is initialised, its "
-            f"decoder tied to the input embeddings: {', '.join(modules)}")
+            f"decoder tied to the input embeddings: {new_modules(new_weights)}")
     else:
         log(f"Continuing {name_or_path} ({base}) with its masked-LM head")
     return model

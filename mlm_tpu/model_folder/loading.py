@@ -220,6 +220,11 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str):
     return follow_classifier_pooling(model), new_weight_names(model, set(missing) | mismatched)
 
 
+def new_modules(new_weights) -> str:
+    """The modules of a model's new weights, for the log ("cls.predictions, cls.predictions.transform.dense")."""
+    return ", ".join(sorted({name.rsplit(".", 1)[0] for name in new_weights}))
+
+
 def new_weight_names(model, reported) -> list:
     """The PyTorch names (`classifier.out_proj.weight`) of the model's weights transformers reported as not loaded:
     by their PyTorch names (from a PyTorch checkpoint), or from tf_model.h5 by their TF names below the model's
