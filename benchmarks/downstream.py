@@ -7,8 +7,8 @@ the dev reviews are not in it), a Unigram tokenizer of VOCAB_SIZE pieces trained
 MAX_LENGTH tokens. The model (PRETRAINING): RoBERTa `tiny` (hidden 64, 2 layers, 2 heads, feed-forward 256), no
 dropout, masked LM at 40% (the sparse head), batch 128, learning rate 3e-3 (6% warm-up, linear decay), as
 configs/demo.yaml trains it, for as many steps as its CPU budget buys: a calibration run measures the process CPU
-time of a training step (robust to other load on the machine, unlike wall time), and the run takes steps = budget /
-cost. Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
+time of a training step (less sensitive to other load on the machine than wall time), and the run takes steps =
+budget / cost, in the CPU seconds of the machine that began the table (calibrate()). Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
 random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES), and
 reports medians and min-max spreads beside a TF-IDF + logistic regression floor that reads what the models read (each
 text's first MAX_LENGTH tokens) and, labelled so, the whole texts.
@@ -35,7 +35,12 @@ baseline, runs/bench-downstream/pretrained/mlm-45min.
 Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
 backup, finished fine-tuning runs are read back).
 
-Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--seeds 5] [--classifier-pooling mean] [--no-reference]
+The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA) at the headline budget,
+SHORT_RECIPES (the dense head, span masking) at 10 CPU minutes, labelled so, then scratch, the reference rows and the
+floor.
+
+Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
+       python benchmarks/downstream.py --calibrate-only   # each recipe's CPU time per step, before the runs
        python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
        python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
 """
@@ -45,6 +50,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -77,6 +83,14 @@ CALIBRATION_STEPS, WARM_UP_STEPS = 40, 10  # the cost of a step: CPU time of ste
 CPU_PROTOCOL = dict(num_epochs=5, per_replica_batch_size=32, learning_rate=1e-3, max_length=MAX_LENGTH)
 MAX_TRAIN_SAMPLES = 2_000
 DEFAULT_CONTINUED_MINUTES = 45  # the reference's continued pretraining (continued_pretraining.py) for its row
+# ELECTRA on this recipe (its train.py flags on top): the discriminator RoBERTa tiny's shape
+ELECTRA_RECIPE = ["--task", "electra", "--model-config", "electra-tiny", "--config-overrides",
+                  "embedding_size=64,hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
+# The headline table's recipes (train.py flags on top of PRETRAINING), at the headline budget
+HEADLINE_RECIPES = {"mlm": [], "whole-word": ["--masking", "whole-word"], "electra": ELECTRA_RECIPE}
+# ... and beside them at a shorter budget (DEFAULT_SHORT_CPU_MINUTES), labelled so
+SHORT_RECIPES = {"dense-head": ["--dense-mlm-head"], "span": ["--masking", "span"]}
+DEFAULT_SHORT_CPU_MINUTES = 10
 
 
 @dataclass(frozen=True)
@@ -172,39 +186,76 @@ def train_with_flags(flags: Sequence, callbacks: Sequence = ()):
     return train(config, training_task(config), callbacks)
 
 
+def step_cost(name: str, flags: Sequence[str], inputs: Sequence[str], root: Path = DEFAULT_ROOT,
+              calibration_steps: Sequence[int] = (CALIBRATION_STEPS, WARM_UP_STEPS)) -> float:
+    """The CPU time of one training step of train.py `flags` on `inputs` on this machine, now: a run of
+    `calibration_steps` (steps in all, steps not timed) into root/calibration/<name>."""
+    import tf_keras as keras
+
+    total, timed_from = calibration_steps
+    folder = root / "calibration" / name
+    shutil.rmtree(folder, ignore_errors=True)  # the benchmark's own scratch folder
+    clock = CpuClock()
+    train_with_flags([*inputs, *flags, "--max-steps", total, "--output-dir", folder, "--backup-steps", total],
+                     [clock])  # no validation: it times steps only
+    keras.backend.clear_session()
+    return (clock.marks[-1] - clock.marks[timed_from - 1]) / (len(clock.marks) - timed_from)
+
+
+def calibrate(name: str, flags: Sequence[str], inputs: Sequence[str], root: Path = DEFAULT_ROOT,
+              calibration_steps: Sequence[int] = (CALIBRATION_STEPS, WARM_UP_STEPS)) -> float:
+    """The CPU time of one training step of recipe `name` (its train.py `flags`, on `inputs`), in the CPU seconds of
+    the machine that began the table, once (root/calibration/<name>.json).
+
+    A CPU second is not the same on every machine: the baseline (PRETRAINING on the corpus) cost 0.40, 0.53 and 0.80
+    CPU s per step on the machines of three sessions. A table is built across sessions, so its budgets stay equal by
+    one anchor: the baseline's cost on the first machine (root/calibration/anchor.json); each other recipe is timed
+    beside the baseline on the machine of the day, and its cost is the anchor times their ratio."""
+    record = root / "calibration" / f"{name}.json"
+    if record.is_file() and json.loads(record.read_text())["flags"] == list(flags):
+        return json.loads(record.read_text())["cpu_per_step"]
+    corpus = prepare_corpus(root)
+    baseline = ([str(flag) for flag in PRETRAINING], ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer])
+    anchor_record = root / "calibration" / "anchor.json"
+    if not anchor_record.is_file():
+        anchor_record.write_text(json.dumps({"flags": baseline[0], "cpu_per_step": step_cost("anchor", *baseline, root),
+                                             "cpus": os.cpu_count()}, indent=2) + "\n")
+    anchor = json.loads(anchor_record.read_text())["cpu_per_step"]
+    if (list(flags), list(inputs)) == baseline:
+        entry = {"cpu_per_step": anchor}
+    else:
+        measured = step_cost(name, flags, inputs, root, calibration_steps)
+        beside = step_cost(f"{name}-baseline", *baseline, root)
+        entry = {"cpu_per_step": anchor * measured / beside, "measured": measured, "baseline_measured": beside}
+        log(f"{name}: a step costs {measured:.3f} CPU s here, the baseline's {beside:.3f}: "
+            f"{anchor * measured / beside:.3f} CPU s of the anchor machine")
+    record.write_text(json.dumps({"flags": list(flags), **entry, "anchor": anchor}, indent=2) + "\n")
+    return entry["cpu_per_step"]
+
+
 def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 600, root: Path = DEFAULT_ROOT,
              corpus: Optional[Corpus] = None, recipe: Sequence = PRETRAINING,
              calibration_steps: Sequence[int] = (CALIBRATION_STEPS, WARM_UP_STEPS)) -> Pretrained:
     """Pretrain recipe `name` (train.py flags on top of the corpus' and `recipe`'s, PRETRAINING's unless given) for
-    `cpu_seconds` of training steps: a calibration run of `calibration_steps` (steps in all, steps not timed) measures
-    a step's CPU cost, then the run takes budget / cost steps into root/pretrained/<name> (its record:
-    root/pretrained/<name>.json). Cached: the same name, flags and budget return the record; a killed run resumes."""
+    `cpu_seconds` of training steps: calibrate() measures a step's CPU cost, then the run takes budget / cost steps
+    into root/pretrained/<name> (its record: root/pretrained/<name>.json). Cached: the same name, flags and budget
+    return the record; a killed run resumes."""
     import tf_keras as keras
 
     corpus = corpus or prepare_corpus(root)
     flags = [str(flag) for flag in (*recipe, *extra_train_flags)]  # what decides the recipe (the cache's key)
-    timed_from = calibration_steps[1]
     record = root / "pretrained" / f"{name}.json"
     if record.is_file():
         done = json.loads(record.read_text())
         if done["flags"] == flags and done["cpu_seconds"] == cpu_seconds:
             return Pretrained(**done)
-    inputs = ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer, *flags]
-    base = [*inputs, "--eval-dataset", corpus.validation]
-    calibration = root / "calibration" / f"{name}.json"
-    if calibration.is_file() and json.loads(calibration.read_text())["flags"] == flags:
-        cost = json.loads(calibration.read_text())["cpu_per_step"]
-    else:
-        clock = CpuClock()
-        train_with_flags([*inputs, "--max-steps", calibration_steps[0], "--output-dir", root / "calibration" / name,
-                          "--backup-steps", calibration_steps[0]], [clock])  # no validation: it times steps only
-        keras.backend.clear_session()
-        cost = (clock.marks[-1] - clock.marks[timed_from - 1]) / (len(clock.marks) - timed_from)
-        calibration.write_text(json.dumps({"flags": flags, "cpu_per_step": cost}, indent=2) + "\n")
+    inputs = ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer]
+    cost = calibrate(name, flags, inputs, root, calibration_steps)
     steps = max(1, int(cpu_seconds / cost))
     log(f"{name}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:g} CPU minutes buy {steps:,} steps")
     clock = CpuClock()
-    result = train_with_flags([*base, "--max-steps", steps, "--output-dir", root / "pretrained" / name], [clock])
+    result = train_with_flags([*inputs, *flags, "--eval-dataset", corpus.validation, "--max-steps", steps,
+                               "--output-dir", root / "pretrained" / name], [clock])
     keras.backend.clear_session()
     measured = clock.marks[-1] - clock.marks[0] if clock.marks else 0.0  # validation and backups included
     done = Pretrained(name, str(root / "pretrained" / name), flags, cpu_seconds, cost, steps, measured,
@@ -296,14 +347,21 @@ def verdict(report: dict, baseline: Optional[dict] = None) -> List[str]:
     return said
 
 
+def run_name(recipe: str, cpu_seconds: float) -> str:
+    """A recipe's runs are named by their budget: mlm-45min."""
+    return f"{recipe}-{cpu_seconds / 60:g}min"
+
+
 def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = DEFAULT_SEEDS, root: Path = DEFAULT_ROOT,
-            pooling: str = POOLING, reference: bool = False, reference_continued_seconds: float = 0) -> str:
-    """Pretrain each recipe (train.py flags) for the same CPU time (its runs named by the budget: name-<M>min), score
-    each downstream with classifiers of `pooling`; with `reference`, the reference encoder too, and continued on
-    IMDB's text for `reference_continued_seconds` of CPU time when not 0; a markdown table."""
+            pooling: str = POOLING, reference: bool = False, reference_continued_seconds: float = 0,
+            budgets: Optional[Dict[str, float]] = None) -> str:
+    """Pretrain each recipe (train.py flags) for the same CPU time, or its own in `budgets` (CPU seconds by recipe;
+    runs named by the budget: run_name()), score each downstream with classifiers of `pooling`; with `reference`, the
+    reference encoder too, and continued on IMDB's text for `reference_continued_seconds` of CPU time when not 0; a
+    markdown table."""
     corpus = prepare_corpus(root)
-    budget = f"-{cpu_seconds / 60:g}min"
-    pretrained = {name: pretrain(f"{name}{budget}", flags, cpu_seconds, root, corpus)
+    budgets = {name: (budgets or {}).get(name, cpu_seconds) for name in recipes}
+    pretrained = {name: pretrain(run_name(name, budgets[name]), flags, budgets[name], root, corpus)
                   for name, flags in recipes.items()}
     continued = None
     if reference and reference_continued_seconds:
@@ -337,10 +395,15 @@ def main() -> None:
     parser.add_argument("--reference-continued-minutes", type=float, default=DEFAULT_CONTINUED_MINUTES,
                         help="CPU minutes of continuing all-MiniLM-L6-v2 on IMDB's text "
                              "(benchmarks/continued_pretraining.py) for its row; 0: no such row.")
+    parser.add_argument("--short-cpu-minutes", type=float, default=DEFAULT_SHORT_CPU_MINUTES,
+                        help=f"The budget of {' and '.join(SHORT_RECIPES)}, in CPU minutes; 0: leave them out.")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
-                        help="Another recipe beside mlm (PRETRAINING alone): train.py flags on top, e.g. "
-                             "--recipe dense '--dense-mlm-head'.")
+                        help=f"Another recipe beside {', '.join(HEADLINE_RECIPES)} (PRETRAINING with train.py flags "
+                             "on top), at --cpu-minutes, e.g. --recipe big-batch '--per-replica-batch-size 256'.")
+    parser.add_argument("--calibrate-only", action="store_true",
+                        help="Only measure each recipe's CPU time per step, beside the baseline's (calibrate()): "
+                             "best on a quiet machine, before the runs.")
     parser.add_argument("--floor-only", action="store_true",
                         help="Only the TF-IDF floor of each task, cut as the models read it and whole.")
     args = parser.parse_args()
@@ -353,9 +416,19 @@ def main() -> None:
         print(f"({(time.perf_counter() - started) / 60:.1f} min wall, {time.process_time() / 60:.1f} CPU min on this "
               "machine)")
         return
-    recipes = {"mlm": [], **{name: shlex.split(flags) for name, flags in args.recipe}}
+    short = SHORT_RECIPES if args.short_cpu_minutes else {}
+    recipes = {**HEADLINE_RECIPES, **{name: shlex.split(flags) for name, flags in args.recipe}, **short}
+    budgets = {name: (args.short_cpu_minutes if name in short else args.cpu_minutes) * 60 for name in recipes}
+    if args.calibrate_only:
+        corpus = prepare_corpus(args.root)
+        for name, flags in recipes.items():
+            cost = calibrate(run_name(name, budgets[name]), [str(flag) for flag in (*PRETRAINING, *flags)],
+                             ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer], args.root)
+            print(f"{name}: {cost:.3f} CPU s per step, {int(budgets[name] / cost):,} steps in "
+                  f"{budgets[name] / 60:g} CPU minutes")
+        return
     print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root, args.classifier_pooling,
-                  not args.no_reference, args.reference_continued_minutes * 60))
+                  not args.no_reference, args.reference_continued_minutes * 60, budgets))
     print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, "
           f"classifier pooling {args.classifier_pooling}, each task's first {MAX_TRAIN_SAMPLES:,} training rows)")
 

@@ -33,9 +33,6 @@ from train_throughput import MAX_LENGTH, ROOT, own_loop_seconds_per_step, prepar
 OBJECTIVES = ("mlm", "electra")
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 LEARNING_RATE = 5e-4  # ELECTRA-Small's in the paper
-# ELECTRA on the downstream benchmark's recipe (its train.py flags on top): the discriminator RoBERTa tiny's shape
-DOWNSTREAM_ELECTRA = ["--task", "electra", "--model-config", "electra-tiny", "--config-overrides",
-                      "embedding_size=64,hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
 
 
 def model_config_of(objective: str, preset: str, work: Path) -> str:
@@ -123,9 +120,9 @@ def main() -> None:
     parser.add_argument("--measure", choices=OBJECTIVES, help=argparse.SUPPRESS)  # the child processes' job
     args = parser.parse_args()
     if args.downstream:
-        from downstream import DEFAULT_ROOT, compare
+        from downstream import DEFAULT_ROOT, ELECTRA_RECIPE, compare
 
-        print(compare({"mlm": [], "electra": DOWNSTREAM_ELECTRA}, args.cpu_minutes * 60, args.seeds,
+        print(compare({"mlm": [], "electra": ELECTRA_RECIPE}, args.cpu_minutes * 60, args.seeds,
                       args.root or DEFAULT_ROOT))
         return
     if args.measure:
