@@ -338,17 +338,16 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
 
 
 def verdict(report: dict, baseline: Optional[dict] = None) -> List[str]:
-    """Per task: whether the pretrained model beats scratch (the report's own, or `baseline`'s) by more than the spread
-    across seeds."""
+    """Per task: whether the pretrained model's median beats scratch's (the report's own, or `baseline`'s) by more
+    than scratch's own spread across seeds (max - min: what a seed alone moves it), and the worst and best seeds."""
     said = []
     for task, entry in report["tasks"].items():
         model, scratch = entry["model"], (baseline or report)["tasks"][task]["scratch"]
         gain = model["median"] - scratch["median"]
-        spread = max(model["spread"], scratch["spread"])
-        said.append(f"{task}: pretrained - scratch = {100 * gain:+.1f} points (medians), widest spread "
-                    f"{100 * spread:.1f}: {'beats' if gain > spread else 'does NOT beat'} scratch by more than the "
-                    f"spread; worst pretrained seed {100 * model['min']:.1f} vs best scratch seed "
-                    f"{100 * scratch['max']:.1f}")
+        said.append(f"{task}: pretrained - scratch = {100 * gain:+.1f} points (medians); scratch's spread "
+                    f"{100 * scratch['spread']:.1f}, the pretrained one's {100 * model['spread']:.1f}: "
+                    f"{'beats' if gain > scratch['spread'] else 'does NOT beat'} scratch by more than its spread; "
+                    f"worst pretrained seed {100 * model['min']:.1f} vs best scratch seed {100 * scratch['max']:.1f}")
     return said
 
 
