@@ -4,7 +4,9 @@ import csv
 import importlib.util
 import json
 import os
+import pickle
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from types import SimpleNamespace
 from typing import List
 
 import pytest
+from filelock import FileLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WIKITEXT_VALID = REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
@@ -27,6 +30,21 @@ def user_cache(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("mlm-tpu-cache")
     os.environ["MLM_TPU_CACHE"] = str(folder)
     return folder
+
+
+def made_once(tmp_path_factory, name: str, make, *arguments):
+    """What `make(folder, *arguments)` returns, made once for the whole run, in a folder `name` of the run's
+    temporary folder: with `pytest -n 2` each worker process has its own session fixtures, and both trained the same
+    models; the first worker to ask makes it, the other waits for it (a file lock) and reads what it returned."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    folder, made = root / f"made-once-{name}", root / f"made-once-{name}.pickle"
+    with FileLock(str(root / f"made-once-{name}.lock"), timeout=1800):
+        if not made.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker's try that failed
+            folder.mkdir()
+            made.write_bytes(pickle.dumps(make(folder, *arguments)))
+        return pickle.loads(made.read_bytes())
 
 
 @pytest.fixture(scope="session")
@@ -68,11 +86,14 @@ def assert_user_error(result: subprocess.CompletedProcess, *phrases: str) -> str
 @pytest.fixture(scope="session")
 def wikitext_tokenizer(tmp_path_factory, wikitext_path):
     """A 2,000-piece tokenizer trained on WikiText-2 validation by the real command; (folder, run)."""
-    output_dir = tmp_path_factory.mktemp("tokenizer") / "wikitext-unigram"
-    result = run_module("mlm_tpu.tokenizer", "train", "--text-files", str(wikitext_path), "--vocab-size", "2000",
-                        "--output-dir", str(output_dir))
-    assert result.returncode == 0, result.stderr
-    return output_dir, result
+    def make(folder):
+        output_dir = folder / "wikitext-unigram"
+        result = run_module("mlm_tpu.tokenizer", "train", "--text-files", str(wikitext_path), "--vocab-size", "2000",
+                            "--output-dir", str(output_dir))
+        assert result.returncode == 0, result.stderr
+        return output_dir, result
+
+    return made_once(tmp_path_factory, "tokenizer", make)
 
 
 MAX_LENGTH = 64
@@ -107,25 +128,30 @@ def backup_reached(output_dir: Path, step: int) -> bool:
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory, wikitext_tokenizer, wikitext_path):
     """Train and validation shards of WikiText-2 validation text, 64-token examples."""
-    output_dir = tmp_path_factory.mktemp("train-shards")
-    for split, limit in (("train", "600"), ("validation", "150")):
-        result = run_module("mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
-                            str(wikitext_path), "--limit", limit, "--split", split, "--max-length", str(MAX_LENGTH),
-                            "--shard-size", "200", "--output-dir", str(output_dir))
-        assert result.returncode == 0, result.stderr
-    return output_dir
+    def make(output_dir):
+        for split, limit in (("train", "600"), ("validation", "150")):
+            result = run_module("mlm_tpu.shard", "--tokenizer", str(wikitext_tokenizer[0]), "--text-files",
+                                str(wikitext_path), "--limit", limit, "--split", split, "--max-length",
+                                str(MAX_LENGTH), "--shard-size", "200", "--output-dir", str(output_dir))
+            assert result.returncode == 0, result.stderr
+        return output_dir
+
+    return made_once(tmp_path_factory, "train-shards", make)
 
 
 @pytest.fixture(scope="session")
 def trained_mlm(tmp_path_factory, shards, wikitext_tokenizer):
     """A tiny RoBERTa trained 3 epochs by the real `python train.py`, loss logged every 5 steps; (folder, run)."""
-    output_dir = tmp_path_factory.mktemp("trained") / "model"
-    result = run_train("--train-dataset", shards / "train", "--eval-dataset", shards / "validation", "--tokenizer",
-                       wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate",
-                       "3e-3", "--output-dir", output_dir, "--per-replica-batch-size", 16, "--num-epochs", 3,
-                       "--logging-steps", 5)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return output_dir, result
+    def make(folder):
+        output_dir = folder / "model"
+        result = run_train("--train-dataset", shards / "train", "--eval-dataset", shards / "validation",
+                           "--tokenizer", wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--model-config", "tiny",
+                           "--learning-rate", "3e-3", "--output-dir", output_dir, "--per-replica-batch-size", 16,
+                           "--num-epochs", 3, "--logging-steps", 5)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return output_dir, result
+
+    return made_once(tmp_path_factory, "trained", make)
 
 
 # Text-to-text (T5): synthetic tasks a tiny model learns in a minute on the CPU, made from real WikiText words.
@@ -173,7 +199,7 @@ def make_t5_data(folder: Path, wikitext_path: Path) -> SimpleNamespace:
 @pytest.fixture(scope="session")
 def t5_data(tmp_path_factory, wikitext_path):
     """A T5 tokenizer (trained by the real command on WikiText and the task's text) and the classification rows."""
-    return make_t5_data(tmp_path_factory.mktemp("t5-data"), wikitext_path)
+    return made_once(tmp_path_factory, "t5-data", make_t5_data, wikitext_path)
 
 
 def shard_text2text(tokenizer, files, output_dir, split, *flags):
@@ -186,13 +212,15 @@ def shard_text2text(tokenizer, files, output_dir, split, *flags):
 @pytest.fixture(scope="session")
 def quality_shards(t5_data, tmp_path_factory):
     """The 3-class task as text-to-text shards: "quality: title\\nbody" -> low / high / none."""
-    output_dir = tmp_path_factory.mktemp("quality-shards")
-    for split in ("train", "validation"):
-        shard_text2text(t5_data.tokenizer, [t5_data.folder / f"quality-{split}.jsonl"], output_dir, split,
-                        "--input-column", "title", "--input-column", "body", "--target-column", "label",
-                        "--source-prefix", "quality:", "--max-length", T5_MAX_LENGTH, "--max-target-length",
-                        T5_MAX_TARGET_LENGTH, "--shard-size", 200)
-    return output_dir
+    def make(output_dir):
+        for split in ("train", "validation"):
+            shard_text2text(t5_data.tokenizer, [t5_data.folder / f"quality-{split}.jsonl"], output_dir, split,
+                            "--input-column", "title", "--input-column", "body", "--target-column", "label",
+                            "--source-prefix", "quality:", "--max-length", T5_MAX_LENGTH, "--max-target-length",
+                            T5_MAX_TARGET_LENGTH, "--shard-size", 200)
+        return output_dir
+
+    return made_once(tmp_path_factory, "quality-shards", make)
 
 
 def write_copy_rows(path: Path, words: List[str], tokenizer, count: int, seed: int) -> Path:
@@ -219,13 +247,15 @@ def write_copy_rows(path: Path, words: List[str], tokenizer, count: int, seed: i
 def copy_shards(t5_data, tmp_path_factory):
     """A generation task from CSV files: copy the two-word span (a word of one set, then one of another) out of
     filler words."""
-    output_dir = tmp_path_factory.mktemp("copy-shards")
-    for split, count, seed in (("train", 2000, 3), ("validation", 100, 4)):
-        path = write_copy_rows(t5_data.folder / f"copy-{split}.csv", t5_data.words, t5_data.tokenizer, count, seed)
-        shard_text2text(t5_data.tokenizer, [path], output_dir, split, "--input-column", "source", "--target-column",
-                        "target", "--source-prefix", "copy:", "--max-length", 16, "--max-target-length", 4,
-                        "--shard-size", 1000)
-    return output_dir
+    def make(output_dir):
+        for split, count, seed in (("train", 2000, 3), ("validation", 100, 4)):
+            path = write_copy_rows(t5_data.folder / f"copy-{split}.csv", t5_data.words, t5_data.tokenizer, count, seed)
+            shard_text2text(t5_data.tokenizer, [path], output_dir, split, "--input-column", "source",
+                            "--target-column", "target", "--source-prefix", "copy:", "--max-length", 16,
+                            "--max-target-length", 4, "--shard-size", 1000)
+        return output_dir
+
+    return made_once(tmp_path_factory, "copy-shards", make)
 
 
 def t5_flags(shards, tokenizer, output_dir, task):
@@ -245,13 +275,14 @@ def train_t5(folder: Path, shards, tokenizer, task: str, epochs: int):
 @pytest.fixture(scope="session")
 def trained_classifier(tmp_path_factory, quality_shards, t5_data):
     """The 3-class task, learned from scratch."""
-    return train_t5(tmp_path_factory.mktemp("t5-classifier"), quality_shards, t5_data.tokenizer, "classification", 12)
+    return made_once(tmp_path_factory, "t5-classifier", train_t5, quality_shards, t5_data.tokenizer, "classification",
+                     12)
 
 
 @pytest.fixture(scope="session")
 def trained_copier(tmp_path_factory, copy_shards, t5_data):
     """Copying spans, learned from scratch."""
-    return train_t5(tmp_path_factory.mktemp("t5-copier"), copy_shards, t5_data.tokenizer, "generation", 3)
+    return made_once(tmp_path_factory, "t5-copier", train_t5, copy_shards, t5_data.tokenizer, "generation", 3)
 
 
 # Short text-to-text examples (for --pack), with the T5 tokenizer of tests/fixtures/made-by-0.2.
@@ -265,14 +296,17 @@ WORDS = ("the of and in to was is for on as with by he at from his an were are w
 def short_shards(tmp_path_factory):
     """80 text-to-text examples of 2 to 8 words in rows of 64 tokens, targets of 1 or 2 words in 16 tokens, sharded
     by the real command with the fixture's T5 tokenizer."""
-    rng = random.Random(7)
-    folder = tmp_path_factory.mktemp("short")
-    rows = [{"text": " ".join(rng.choices(WORDS, k=rng.randint(2, 8))),
-             "target": " ".join(rng.choices(WORDS, k=rng.randint(1, 2)))} for _ in range(80)]
-    path = write_jsonl(folder / "short.jsonl", rows)
-    shard_text2text(MADE_BY_0_2 / "t5-tokenizer", [path], folder / "shards", "train", "--input-column", "text",
-                    "--target-column", "target", "--max-length", 64, "--max-target-length", 16, "--shard-size", 30)
-    return folder / "shards" / "train"
+    def make(folder):
+        rng = random.Random(7)
+        rows = [{"text": " ".join(rng.choices(WORDS, k=rng.randint(2, 8))),
+                 "target": " ".join(rng.choices(WORDS, k=rng.randint(1, 2)))} for _ in range(80)]
+        path = write_jsonl(folder / "short.jsonl", rows)
+        shard_text2text(MADE_BY_0_2 / "t5-tokenizer", [path], folder / "shards", "train", "--input-column", "text",
+                        "--target-column", "target", "--max-length", 64, "--max-target-length", 16, "--shard-size",
+                        30)
+        return folder / "shards" / "train"
+
+    return made_once(tmp_path_factory, "short", make)
 
 
 def global_batches(layout, host_dataset, steps: int) -> list:
