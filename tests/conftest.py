@@ -23,6 +23,23 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WIKITEXT_VALID = REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
 
 
+FILE_SECONDS: dict = {}  # test file -> seconds of its tests (setup, call, teardown), gathered where reports arrive
+
+
+def pytest_runtest_logreport(report):
+    FILE_SECONDS[report.nodeid.split("::")[0]] = FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The 15 test files that took longest: `--dist loadfile` runs a file in one worker, so its total bounds the
+    run's wall time as much as the sum does."""
+    if FILE_SECONDS:
+        terminalreporter.section("slowest test files (seconds, all their tests)")
+        for name, seconds in sorted(FILE_SECONDS.items(), key=lambda item: -item[1])[:15]:
+            terminalreporter.write_line(f"{seconds:8.1f}  {name}")
+        terminalreporter.write_line(f"{sum(FILE_SECONDS.values()):8.1f}  in all")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def user_cache(tmp_path_factory) -> Path:
     """mlm_tpu's cache folder (--pack's counts) in the session's temporary folder, for every command the tests run,
