@@ -195,7 +195,9 @@ def test_a_continued_run_starts_at_the_checkpoints_loss(checkpoint, shards, tmp_
     import mlm_tpu
 
     evaluated = mlm_tpu.evaluate_model(str(checkpoint["run"]), str(shards / "validation")).scores
-    assert evaluated["discriminator_loss"] > REPLACED_BIAS - 0.5  # the checkpoint's, far from a fresh model's ln 2
+    # the checkpoint's: most tokens are original, each costing about softplus(4) = 4.02 (the replaced ones about 0),
+    # give or take what the random weights add; far from a fresh model's ln 2
+    assert evaluated["discriminator_loss"] > REPLACED_BIAS / 2
     data = dict(train_dataset=str(shards / "train"), eval_dataset=str(shards / "validation"))
     for settings in (dict(model_name_or_path=str(checkpoint["run"])),
                      dict(model_name_or_path=str(checkpoint["discriminator"]),
