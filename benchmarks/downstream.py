@@ -102,6 +102,10 @@ class Corpus:
     train: str  # masked-LM shards
     validation: str
 
+    def inputs(self) -> List[str]:
+        """The train.py flags a pretraining on it starts with."""
+        return ["--train-dataset", self.train, "--tokenizer", self.tokenizer]
+
 
 @dataclass(frozen=True)
 class Pretrained:
@@ -218,7 +222,7 @@ def calibrate(name: str, flags: Sequence[str], inputs: Sequence[str], root: Path
     if record.is_file() and json.loads(record.read_text())["flags"] == list(flags):
         return json.loads(record.read_text())["cpu_per_step"]
     corpus = prepare_corpus(root)
-    baseline = ([str(flag) for flag in PRETRAINING], ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer])
+    baseline = ([str(flag) for flag in PRETRAINING], corpus.inputs())
     anchor_record = root / "calibration" / "anchor.json"
     if not anchor_record.is_file():
         anchor_record.write_text(json.dumps({"flags": baseline[0], "cpu_per_step": step_cost("anchor", *baseline, root),
@@ -252,7 +256,7 @@ def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 6
         done = json.loads(record.read_text())
         if done["flags"] == flags and done["cpu_seconds"] == cpu_seconds:
             return Pretrained(**done)
-    inputs = ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer]
+    inputs = corpus.inputs()
     cost = calibrate(name, flags, inputs, root, calibration_steps)
     steps = max(1, int(cpu_seconds / cost))
     log(f"{name}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:g} CPU minutes buy {steps:,} steps")
@@ -427,7 +431,7 @@ def main() -> None:
         corpus = prepare_corpus(args.root)
         for name, flags in recipes.items():
             cost = calibrate(run_name(name, budgets[name]), [str(flag) for flag in (*PRETRAINING, *flags)],
-                             ["--train-dataset", corpus.train, "--tokenizer", corpus.tokenizer], args.root)
+                             corpus.inputs(), args.root)
             print(f"{name}: {cost:.3f} CPU s per step, {int(budgets[name] / cost):,} steps in "
                   f"{budgets[name] / 60:g} CPU minutes")
         return

@@ -27,7 +27,8 @@ FILE_SECONDS: dict = {}  # test file -> seconds of its tests (setup, call, teard
 
 
 def pytest_runtest_logreport(report):
-    FILE_SECONDS[report.nodeid.split("::")[0]] = FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+    test_file = report.nodeid.split("::")[0]
+    FILE_SECONDS[test_file] = FILE_SECONDS.get(test_file, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
