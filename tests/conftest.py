@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import io
 import json
 import os
 import pickle
@@ -14,7 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
-from typing import List
+from typing import List, Optional, Union
 
 import pytest
 from filelock import FileLock
@@ -88,6 +89,42 @@ def run_module(module: str, *args: str, env_overrides=None, stdin: str = "") -> 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT), **(env_overrides or {})}
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           input=stdin, env=env, cwd=REPO_ROOT, timeout=600)
+
+
+@pytest.fixture
+def in_process(capsys, monkeypatch):
+    """`in_process(command, *arguments)`: `mlm-tpu command arguments` (command None: bare `mlm-tpu`) run in this
+    process as the console script runs it, offline; a CompletedProcess (exit code, what it printed). Bad input is
+    checked the same way as in a process of its own (exit 2, one error line, nothing left behind) without a new
+    process's seconds of TensorFlow start-up; runs that train, and those killed, have their own (run_train)."""
+    import huggingface_hub.constants
+    import transformers.utils.hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once, when the libraries are imported: a row naming what looks like a Hub model must not wait for the network
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True)
+
+    def run(command: Optional[str], *arguments, stdin: Union[str, bytes, None] = None) -> subprocess.CompletedProcess:
+        from mlm_tpu.cli import run_command
+        from mlm_tpu.cli.main import main
+
+        argv = [str(argument) for argument in ((command,) if command else ()) + arguments]
+        if stdin is not None:  # piped in, as a user's `echo ... |` gives it (bytes: in another encoding)
+            stream = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8") if isinstance(stdin, str) else stdin),
+                                      encoding="utf-8")
+            stream.isatty = lambda: False
+            monkeypatch.setattr(sys, "stdin", stream)
+        capsys.readouterr()
+        try:
+            run_command(main, argv)
+            code = 0
+        except SystemExit as stop:
+            code = stop.code or 0
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+    return run
 
 
 def assert_user_error(result: subprocess.CompletedProcess, *phrases: str) -> str:

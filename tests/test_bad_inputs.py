@@ -1042,41 +1042,16 @@ def bad_input_sources(wikitext_tokenizer, shards, t5_data):
     return wikitext_tokenizer[0], shards, t5_data.tokenizer
 
 
-def invoke(command: Optional[str], arguments: Sequence[str], capsys) -> Tuple[int, str, str]:
-    """Run `mlm-tpu command arguments` (no command: bare `mlm-tpu`) as the console script does; (exit code, stdout,
-    stderr)."""
-    from mlm_tpu.cli import run_command
-    from mlm_tpu.cli.main import main
-
-    try:
-        run_command(main, [command, *arguments] if command is not None else list(arguments))
-        code = 0
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
                                   for case in ROWS])
-def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
-    import huggingface_hub.constants
-    import transformers.utils.hub
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # read once, when the libraries are imported: a row naming what looks like a Hub model must not wait for the network
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True)
+def test_bad_input(case: Row, tmp_path, bad_input_sources, in_process, monkeypatch):
     monkeypatch.chdir(tmp_path)
     tokenizer, shard_folder, t5_tokenizer = bad_input_sources
     inputs = Inputs(tmp_path, tokenizer, shard_folder, t5_tokenizer)
     arguments = case.make_args(inputs)
     before = {path: tree(tmp_path / path) for path in case.kept}
-    if case.stdin:
-        stream = io.TextIOWrapper(io.BytesIO(case.stdin), encoding="utf-8")
-        stream.isatty = lambda: False
-        monkeypatch.setattr(sys, "stdin", stream)
-    code, out, err = invoke(case.command, arguments, capsys)
+    ran = in_process(case.command, *arguments, stdin=case.stdin or None)
+    code, out, err = ran.returncode, ran.stdout, ran.stderr
     assert code == case.exit_code, f"exit {code}\nstdout: {out[-2000:]}\nstderr: {err[-3000:]}"
     assert "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
@@ -1102,8 +1077,9 @@ def test_bad_input(case: Row, tmp_path, bad_input_sources, capsys, monkeypatch):
                                                  (["trian"], ("unknown command 'trian'", "did you mean 'train'")),
                                                  (["--tpu"], ("'--tpu' is a flag", "after the command"))],
                          ids=["bare", "misspelt", "flag-first"])
-def test_a_missing_or_unknown_command_is_one_error_line_after_the_list(arguments, phrases, capsys):
-    code, out, err = invoke(arguments[0] if arguments else None, arguments[1:], capsys)
+def test_a_missing_or_unknown_command_is_one_error_line_after_the_list(arguments, phrases, in_process):
+    ran = in_process(*(arguments or [None]))
+    code, out, err = ran.returncode, ran.stdout, ran.stderr
     assert code == 2 and not out and "Traceback" not in err, err
     assert "commands:" in err and "  train " in err and "  tokenizer " in err  # the list of commands comes first
     errors = [line for line in err.splitlines() if line.startswith("error:")]

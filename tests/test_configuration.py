@@ -12,7 +12,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.tasks import TrainingConfig
 from mlm_tpu.training.config import EvaluationConfig, HardwareConfig
 
-from conftest import assert_user_error, run_train
+from conftest import assert_user_error
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -93,10 +93,10 @@ def test_a_malformed_file_is_one_line(tmp_path, text, suffix, phrase):
     ('{"train_dataset": "t", "output_dir": "o", "epochs": 3}', "unknown setting 'epochs'"),
     ('{"train_dataset": "t", "output_dir": "o"', "is not valid JSON"),
 ])
-def test_train_refuses_a_bad_config_file_in_one_line(tmp_path, content, phrase):
+def test_train_refuses_a_bad_config_file_in_one_line(tmp_path, content, phrase, in_process):
     path = tmp_path / "run.json"
     path.write_text(content, encoding="utf-8")
-    assert_user_error(run_train("--config", path), phrase)
+    assert_user_error(in_process("train", "--config", path), phrase)
 
 
 def test_every_training_setting_has_a_flag():
@@ -154,8 +154,9 @@ def test_a_flat_training_args_json_written_before_the_registry_replays(file):
     (["--lora-rank", "4"], "--lora-rank is a setting of --delta lora, not of a run without --delta (every weight "
                            "trains); drop --lora-rank, or add --delta lora"),
 ])
-def test_a_flag_of_another_task_or_method_is_refused_in_one_line_naming_whose_it_is(tmp_path, flags, phrase):
-    result = run_train("--train-dataset", tmp_path / "none", "--output-dir", tmp_path / "out", *flags)
+def test_a_flag_of_another_task_or_method_is_refused_in_one_line_naming_whose_it_is(tmp_path, flags, phrase,
+                                                                                   in_process):
+    result = in_process("train", "--train-dataset", tmp_path / "none", "--output-dir", tmp_path / "out", *flags)
     assert_user_error(result, phrase)
     assert result.returncode == 2 and not (tmp_path / "out").exists()
 

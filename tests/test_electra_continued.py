@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import MAX_LENGTH, assert_user_error, run_train
+from conftest import MAX_LENGTH, assert_user_error
 from test_electra import save_as_trained
 
 REPLACED_BIAS = 4.0  # the discriminator's head calls every token replaced: a binary cross-entropy near 4, not ln 2
@@ -104,34 +104,35 @@ def test_a_generator_whose_embeddings_differ_reads_the_discriminators_and_the_lo
 
 # --- bad input: one line each, nothing written ---
 
-def refused(shards, checkpoint, tmp_path, *flags, task="electra"):
+def refused(in_process, shards, checkpoint, tmp_path, *flags, task="electra"):
     """The error line of `train.py --task TASK flags` on the checkpoint's shards; its --output-dir stays unmade."""
     output_dir = tmp_path / "out"
-    result = run_train("--task", task, "--train-dataset", shards / "train", "--max-steps", 1, "--output-dir",
+    result = in_process("train", "--task", task, "--train-dataset", shards / "train", "--max-steps", 1, "--output-dir",
                        output_dir, *flags)
     error = assert_user_error(result)
     assert not output_dir.exists(), error
     return error
 
 
-def test_generator_name_or_path_is_refused_without_task_electra(shards, checkpoint, tmp_path):
-    error = refused(shards, checkpoint, tmp_path, "--model-name-or-path", checkpoint["generator"],
+def test_generator_name_or_path_is_refused_without_task_electra(shards, checkpoint, tmp_path, in_process):
+    error = refused(in_process, shards, checkpoint, tmp_path, "--model-name-or-path", checkpoint["generator"],
                     "--generator-name-or-path", checkpoint["generator"], task="mlm")
     assert "--generator-name-or-path is a setting of --task electra, not of --task mlm" in error
 
 
 def test_a_roberta_given_to_task_electra_is_refused_saying_to_continue_it_with_task_mlm(shards, checkpoint,
-                                                                                        tmp_path):
+                                                                                        tmp_path, in_process):
     from transformers import RobertaConfig
 
     RobertaConfig(vocab_size=len(checkpoint["tokenizer"]), architectures=["RobertaForMaskedLM"]).save_pretrained(
         tmp_path / "roberta")
-    error = refused(shards, checkpoint, tmp_path, "--model-name-or-path", tmp_path / "roberta")
+    error = refused(in_process, shards, checkpoint, tmp_path, "--model-name-or-path", tmp_path / "roberta")
     assert "is a roberta model: continue it with --task mlm" in error
 
 
 @pytest.mark.parametrize("case", ["another vocabulary", "not a masked LM"])
-def test_a_generator_that_cannot_go_beside_the_discriminator_is_refused(shards, checkpoint, tmp_path, case):
+def test_a_generator_that_cannot_go_beside_the_discriminator_is_refused(shards, checkpoint, tmp_path, case,
+                                                                        in_process):
     from transformers import ElectraConfig
 
     other = tmp_path / "other-vocabulary"
@@ -143,8 +144,8 @@ def test_a_generator_that_cannot_go_beside_the_discriminator_is_refused(shards, 
                                       ": the two share one embeddings layer"),
         "not a masked LM": (checkpoint["discriminator"], "holds ElectraForPreTraining, not an ELECTRA generator"),
     }[case]
-    assert expected in refused(shards, checkpoint, tmp_path, "--model-name-or-path", checkpoint["discriminator"],
-                               "--generator-name-or-path", generator)
+    assert expected in refused(in_process, shards, checkpoint, tmp_path, "--model-name-or-path",
+                               checkpoint["discriminator"], "--generator-name-or-path", generator)
 
 
 @pytest.mark.parametrize("case", ["no generator", "generator as M", "generator without M", "model config",

@@ -69,7 +69,7 @@ def test_two_cpu_replicas_see_the_same_masks(scores):
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)
 
 
-def test_the_table_form_whole_word_masks_and_bad_input(scores, trained_mlm, shards, tmp_path):
+def test_the_table_form_whole_word_masks_and_bad_input(scores, trained_mlm, shards, tmp_path, in_process):
     from transformers import AutoTokenizer
 
     from mlm_tpu.mlm.masking import Masking
@@ -88,14 +88,15 @@ def test_the_table_form_whole_word_masks_and_bad_input(scores, trained_mlm, shar
     masked = sum(int(np.sum(batch["labels"].numpy() != -100)) for batch in
                  evaluation_batches(shard_set, 8, masker).take(math.ceil(shard_set.records / 8)))
     assert int(figures["masked tokens"].replace(",", "")) == masked != scores[0]["masked_tokens"]
-    assert_user_error(evaluate("--model", tmp_path, "--eval-dataset", shards / "validation"), "no config.json")
-    assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", tmp_path), "no shards")
-    assert_user_error(evaluate("--model", trained_mlm[0], "--eval-dataset", shards / "validation", "--max-length", 32),
-                      "64-token examples")
+    assert_user_error(in_process("evaluate", "--model", tmp_path, "--eval-dataset", shards / "validation"),
+                      "no config.json")
+    assert_user_error(in_process("evaluate", "--model", trained_mlm[0], "--eval-dataset", tmp_path), "no shards")
+    assert_user_error(in_process("evaluate", "--model", trained_mlm[0], "--eval-dataset", shards / "validation",
+                                 "--max-length", 32), "64-token examples")
 
 
 def test_t5_models_are_scored_on_the_task_they_were_trained_for(trained_classifier, quality_shards, trained_copier,
-                                                                copy_shards, shards):
+                                                                copy_shards, shards, in_process):
     classifier = evaluate("--model", trained_classifier[0], "--eval-dataset", quality_shards / "validation",
                           "--per-replica-batch-size", 16, "--json")
     assert classifier.returncode == 0, classifier.stderr[-3000:]
@@ -109,7 +110,8 @@ def test_t5_models_are_scored_on_the_task_they_were_trained_for(trained_classifi
     table = dict(line.split() for line in copier.stdout.splitlines())
     assert set(table) == {"exact_match", "f1", "rouge1", "rouge2", "rougeL"} and float(table["exact_match"]) > 0.5
 
-    assert_user_error(evaluate("--model", trained_classifier[0], "--eval-dataset", shards / "validation"),
+    assert_user_error(in_process("evaluate", "--model", trained_classifier[0], "--eval-dataset", shards / "validation"),
                       "masked-LM examples")
-    assert_user_error(evaluate("--model", trained_classifier[0], "--eval-dataset", quality_shards / "validation",
-                               "--mlm-probability", 0.2), "--mlm-probability is for masked LMs")
+    assert_user_error(in_process("evaluate", "--model", trained_classifier[0], "--eval-dataset",
+                                 quality_shards / "validation", "--mlm-probability", 0.2),
+                      "--mlm-probability is for masked LMs")

@@ -148,24 +148,24 @@ def test_export_of_a_tf_only_folder_made_elsewhere(tmp_path):
     assert (exported / "notes.txt").read_text() == "mine\n"
 
 
-def test_bad_input_is_one_line_and_leaves_nothing_half_written(tmp_path):
+def test_bad_input_is_one_line_and_leaves_nothing_half_written(tmp_path, in_process):
     not_a_model = tmp_path / "empty"
     not_a_model.mkdir()
-    assert_user_error(run_module("mlm_tpu.export", "--model", not_a_model), "not a model folder", "config.json")
+    assert_user_error(in_process("export", "--model", not_a_model), "not a model folder", "config.json")
 
     strange = tmp_path / "strange"
     shutil.copytree(FIXTURES / "roberta", strange, ignore=shutil.ignore_patterns("logs"))
     config = json.loads((strange / "config.json").read_text())
     (strange / "config.json").write_text(json.dumps({**config, "model_type": "rwkv5x",
                                                      "architectures": ["TFRwkv5xForMaskedLM"]}))
-    assert_user_error(run_module("mlm_tpu.export", "--model", strange, "--output-dir", tmp_path / "o1"),
+    assert_user_error(in_process("export", "--model", strange, "--output-dir", tmp_path / "o1"),
                       "no PyTorch class")
     assert not (tmp_path / "o1").exists()
 
     other = tmp_path / "other"
     shutil.copytree(FIXTURES / "t5-classifier", other, ignore=shutil.ignore_patterns("logs"))
     before = sorted(path.name for path in other.iterdir())
-    assert_user_error(run_module("mlm_tpu.export", "--model", FIXTURES / "roberta", "--output-dir", other),
+    assert_user_error(in_process("export", "--model", FIXTURES / "roberta", "--output-dir", other),
                       "holds another model")
     assert sorted(path.name for path in other.iterdir()) == before and not (other / "model.safetensors").exists()
 

@@ -239,12 +239,12 @@ def rows_of(shards):
     (["--mixture-rates", "0.5", "0.3", "0.2"], "--mixture-rates has 3 rates for 2 --train-dataset folders"),
     (["--mixture-rates", "0.5", "-0.5"], "--mixture-rates -0.5: a rate is a share of the examples, 0 or more"),
 ])
-def test_bad_mixture_rates_are_one_line(more, phrase, tmp_path):
-    from conftest import assert_user_error, run_train
+def test_bad_mixture_rates_are_one_line(more, phrase, tmp_path, in_process):
+    from conftest import assert_user_error
 
-    result = run_train("--task", "generation", "--train-dataset", T5_SHARDS / "train", T5_SHARDS / "validation",
-                       "--tokenizer", T5_SHARDS.parent / "t5-tokenizer", "--model-config", "t5-tiny", *more,
-                       "--output-dir", tmp_path / "out")
+    result = in_process("train", "--task", "generation", "--train-dataset", T5_SHARDS / "train",
+                        T5_SHARDS / "validation", "--tokenizer", T5_SHARDS.parent / "t5-tokenizer", "--model-config",
+                        "t5-tiny", *more, "--output-dir", tmp_path / "out")
     assert_user_error(result, phrase)
     assert not (tmp_path / "out").exists()
 

@@ -45,13 +45,13 @@ def test_table_from_stdin_shows_the_same_predictions(trained_mlm):
         assert candidate["sequence"] in lines[rank]
 
 
-def test_a_sentence_without_a_mask_is_named(trained_mlm):
-    result = predict("--model", trained_mlm[0], SENTENCE, "No mask in this one.")
+def test_a_sentence_without_a_mask_is_named(trained_mlm, in_process):
+    result = in_process("predict", "--model", trained_mlm[0], SENTENCE, "No mask in this one.")
     assert_user_error(result, "no mask in 'No mask in this one.'", "[MASK]")
 
 
-def test_a_folder_that_is_not_a_model_and_bad_flags(tmp_path, trained_mlm):
-    assert_user_error(predict("--model", tmp_path, SENTENCE), str(tmp_path), "no config.json")
-    assert_user_error(predict("--model", tmp_path / "missing", SENTENCE), "no config.json")
-    assert_user_error(predict("--model", trained_mlm[0], "--top-k", 0, SENTENCE), "--top-k")
-    assert_user_error(predict("--model", trained_mlm[0], stdin="\n"), "no input", "[MASK]")
+def test_a_folder_that_is_not_a_model_and_bad_flags(tmp_path, trained_mlm, in_process):
+    assert_user_error(in_process("predict", "--model", tmp_path, SENTENCE), str(tmp_path), "no config.json")
+    assert_user_error(in_process("predict", "--model", tmp_path / "missing", SENTENCE), "no config.json")
+    assert_user_error(in_process("predict", "--model", trained_mlm[0], "--top-k", 0, SENTENCE), "--top-k")
+    assert_user_error(in_process("predict", "--model", trained_mlm[0], stdin="\n"), "no input", "[MASK]")

@@ -52,7 +52,10 @@ def test_generation_copies_the_span(trained_copier, t5_data):
     assert sum(output == row["target"] for output, row in zip(outputs, rows)) > 10
 
 
-def test_bad_input(trained_classifier, trained_copier, tmp_path):
+def test_bad_input(trained_classifier, trained_copier, tmp_path, in_process):
+    def predict(*args, stdin=None):
+        return in_process("predict", "text2text", *args, stdin=stdin)
+
     assert_user_error(predict("--model", trained_classifier[0], stdin="\n"), "no input")
     assert_user_error(predict("--model", tmp_path, "quality: x"), "no config.json")
     assert_user_error(predict("--model", trained_copier[0], "--task", "classification", "copy: a b"),

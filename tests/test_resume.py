@@ -20,12 +20,13 @@ pytestmark = pytest.mark.slow
 
 
 def mlm_flags(shards, tokenizer, output_dir, *more):
-    """A tiny RoBERTa with dropout on (the preset's 0.1), two steps per execution, a backup every four steps; two
-    epochs of 25 steps (400 examples, a global batch of 16), so executions are cut short at the first epoch's end."""
+    """A tiny RoBERTa with dropout on (the preset's 0.1), whole words masked, two steps per execution, a backup every
+    four steps; two epochs of 25 steps (400 examples, a global batch of 16), so executions are cut short at the first
+    epoch's end."""
     return ["--train-dataset", shards / "validation", "--eval-dataset", shards / "validation", "--tokenizer", tokenizer,
-            "--max-length", MAX_LENGTH, "--model-config", "tiny", "--learning-rate", "3e-3", "--per-replica-batch-size",
-            16, "--num-epochs", 2, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1,
-            "--output-dir", output_dir, *more]
+            "--max-length", MAX_LENGTH, "--model-config", "tiny", "--masking", "whole-word", "--learning-rate", "3e-3",
+            "--per-replica-batch-size", 16, "--num-epochs", 2, "--steps-per-execution", 2, "--backup-steps", 4,
+            "--logging-steps", 1, "--output-dir", output_dir, *more]
 
 
 def train_and_kill_after_backup(flags, backup_step: int, log: Path) -> None:
@@ -120,26 +121,20 @@ def uninterrupted_mlm(shards, wikitext_tokenizer, tmp_path_factory):
     return output_dir, result
 
 
-@pytest.mark.parametrize("replicas", [1, 2])
 def test_a_masked_lm_killed_then_stopped_at_an_epochs_end_ends_as_the_uninterrupted_run(
-        replicas, shards, wikitext_tokenizer, tmp_path, request):
+        uninterrupted_mlm, shards, wikitext_tokenizer, tmp_path):
     """Killed (SIGKILL) after its backup of step 8; started again and sent SIGTERM after the last step of epoch 1: the
     backup comes before the epoch's validation and save, which could outlast a preemption's notice; started again, it
-    does them first, and ends bit for bit as the uninterrupted run, validation scores and all. With 2 replicas, whole
-    words are masked: their masks too are drawn from (seed, step) alone."""
+    does them first, and ends bit for bit as the uninterrupted run, validation scores and all: its whole-word masks too
+    are drawn from (seed, step) alone. (Several replicas and workers killed and resumed: test_multi_worker.py, and the
+    continued run below.)"""
     from mlm_tpu.training.run_logs import read_scalars
 
-    more = ["--cpu-replicas", 2, "--per-replica-batch-size", 8, "--masking", "whole-word"] if replicas == 2 else []
-    if replicas == 1:
-        uninterrupted, result = request.getfixturevalue("uninterrupted_mlm")
-    else:
-        uninterrupted = tmp_path / "uninterrupted"
-        result = run_train(*mlm_flags(shards, wikitext_tokenizer[0], uninterrupted, *more))
-        assert result.returncode == 0, result.stderr[-3000:]
+    uninterrupted, result = uninterrupted_mlm
     assert "25 steps per epoch, 50 steps in all" in result.stderr and len(step_losses(uninterrupted)) == 50
 
     resumed = tmp_path / "resumed"
-    flags = mlm_flags(shards, wikitext_tokenizer[0], resumed, *more)
+    flags = mlm_flags(shards, wikitext_tokenizer[0], resumed)
     train_and_kill_after_backup(flags, 8, tmp_path / "killed.log")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
     stopped = subprocess.run([sys.executable, "-c", SIGTERM_AT_THE_END_OF_EPOCH_1, *map(str, flags)],
@@ -174,29 +169,28 @@ def test_a_t5_classifier_killed_twice_ends_as_the_uninterrupted_run_and_keeps_th
 
 
 def test_backups_fall_every_n_optimizer_steps_whatever_the_steps_per_execution(uninterrupted_mlm, shards,
-                                                                               wikitext_tokenizer, tmp_path):
+                                                                               wikitext_tokenizer, tmp_path,
+                                                                               in_process):
     """Epochs of 25 steps with 2 steps per execution: executions are cut at epoch ends, never across a backup (28,
     32, ... come after the cut at 25)."""
     _, result = uninterrupted_mlm
     assert "25 steps per epoch, 50 steps in all" in result.stderr
     assert re.findall(r"Backup written at step (\d+)", result.stderr) == [str(step) for step in range(4, 50, 4)]
-    refused = run_train(*mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "bad", "--backup-steps", 5))
+    refused = in_process("train", *mlm_flags(shards, wikitext_tokenizer[0], tmp_path / "bad", "--backup-steps", 5))
     assert_user_error(refused, "--backup-steps 5 is not a multiple of --steps-per-execution 2", "use 4")
 
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "made-by-0.2"
 
 
-@pytest.mark.parametrize("replicas", [1, 2])
-def test_a_continued_run_killed_after_a_backup_ends_as_the_uninterrupted_run(replicas, tmp_path):
-    """A run continuing a checkpoint (mlm_tpu 0.2's tiny RoBERTa, dropout on) scores it before its first step, once:
-    killed after its backup of step 8 and started again, it does not score it again but keeps the figures its backup
-    holds, and ends bit for bit as the uninterrupted run."""
+def test_a_continued_run_killed_after_a_backup_ends_as_the_uninterrupted_run(tmp_path):
+    """A run continuing a checkpoint (mlm_tpu 0.2's tiny RoBERTa, dropout on) on 2 replicas scores it before its first
+    step, once: killed after its backup of step 8 and started again, it does not score it again but keeps the figures
+    its backup holds, and ends bit for bit as the uninterrupted run."""
     def flags(output_dir):
-        per_replica = ["--cpu-replicas", 2, "--per-replica-batch-size", 4] if replicas == 2 else [
-            "--per-replica-batch-size", 8]
         return ["--train-dataset", FIXTURES / "shards" / "train", "--eval-dataset", FIXTURES / "shards" / "validation",
-                "--model-name-or-path", FIXTURES / "roberta", "--learning-rate", "3e-3", *per_replica, "--max-steps",
+                "--model-name-or-path", FIXTURES / "roberta", "--learning-rate", "3e-3", "--cpu-replicas", 2,
+                "--per-replica-batch-size", 4, "--max-steps",
                 16, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1, "--output-dir", output_dir]
 
     def scored_before(folder: Path) -> dict:

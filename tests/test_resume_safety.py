@@ -66,15 +66,15 @@ def refused(output_dir: Path, command, *phrases) -> str:
     (["--train-dataset", "{shards}/train"], ["--train-dataset was", "/validation'", "(and the training shards)"]),
 ])
 def test_a_setting_that_changes_the_result_is_refused_naming_both_values_and_the_fixes(
-        change, phrases, run_copy, shards, wikitext_tokenizer):
+        change, phrases, run_copy, shards, wikitext_tokenizer, in_process):
     change = [value.format(shards=shards) for value in change]
-    line = refused(run_copy, lambda: run_train(*flags(shards, wikitext_tokenizer[0], run_copy), *change),
+    line = refused(run_copy, lambda: in_process("train", *flags(shards, wikitext_tokenizer[0], run_copy), *change),
                    *phrases, "--output-dir", "--allow-changed-settings")
     assert f"at step {backup_step(run_copy)}" in line
 
 
 def test_fewer_shards_are_refused_as_the_changed_setting_not_by_the_data_order_they_break(
-        run_copy, shards, wikitext_tokenizer, tmp_path):
+        run_copy, shards, wikitext_tokenizer, tmp_path, in_process):
     """The settings are compared first: one shard cannot feed the backup's input pipelines, but what the user changed
     is the shards, and the fixes are those of a changed setting."""
     recorded = json.loads((run_copy / "training_args.json").read_text())["input_pipelines"]
@@ -83,8 +83,8 @@ def test_fewer_shards_are_refused_as_the_changed_setting_not_by_the_data_order_t
     one_shard.mkdir()
     first = sorted((shards / "validation").glob("*.tfrecord"))[0]
     shutil.copy(first, one_shard / first.name)
-    line = refused(run_copy, lambda: run_train(*flags(shards, wikitext_tokenizer[0], run_copy), "--train-dataset",
-                                               one_shard),
+    line = refused(run_copy, lambda: in_process("train", *flags(shards, wikitext_tokenizer[0], run_copy),
+                                                "--train-dataset", one_shard),
                    "--train-dataset was", "(and the training shards)", "--output-dir", "--allow-changed-settings")
     assert "--input-pipelines" not in line
 
@@ -141,10 +141,11 @@ def _delete_json(backup: Path, step: int) -> None:
     (_garble_index, ["is damaged", ".index does not match its checksum"]),
     (_delete_json, ["is incomplete", ".json, which is written last"]),
 ])
-def test_a_damaged_backup_is_named_as_damaged_with_the_fix(damage, phrases, run_copy, shards, wikitext_tokenizer):
+def test_a_damaged_backup_is_named_as_damaged_with_the_fix(damage, phrases, run_copy, shards, wikitext_tokenizer,
+                                                            in_process):
     step = backup_step(run_copy)
     damage(run_copy / "backup", step)
-    line = refused(run_copy, lambda: run_train(*flags(shards, wikitext_tokenizer[0], run_copy)),
+    line = refused(run_copy, lambda: in_process("train", *flags(shards, wikitext_tokenizer[0], run_copy)),
                    f"backup of step {step}", *phrases, "no earlier backup", "delete")
     assert "settings" not in line
 
@@ -167,9 +168,10 @@ def test_a_damaged_newest_backup_falls_back_to_the_previous_one(run_copy, shards
     assert f"Resuming from the backup at step {step}" in result.stderr
 
 
-def test_a_model_shape_the_config_cannot_have_is_one_line_and_leaves_nothing(shards, wikitext_tokenizer, tmp_path):
+def test_a_model_shape_the_config_cannot_have_is_one_line_and_leaves_nothing(shards, wikitext_tokenizer, tmp_path,
+                                                                             in_process):
     output_dir = tmp_path / "heads"
-    result = run_train(*flags(shards, wikitext_tokenizer[0], output_dir), "--config-overrides", "num_attention_heads=3")
+    result = in_process("train", *flags(shards, wikitext_tokenizer[0], output_dir), "--config-overrides", "num_attention_heads=3")
     assert_user_error(result, "the model cannot be built", "--config-overrides", "attention heads")
     assert not output_dir.exists()
 

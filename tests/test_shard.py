@@ -294,7 +294,7 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_INPUTS))
-def test_bad_input_is_one_clear_line_and_nothing_is_left_behind(name, wikitext_tokenizer, tmp_path):
+def test_bad_input_is_one_clear_line_and_nothing_is_left_behind(name, wikitext_tokenizer, tmp_path, in_process):
     (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
     (tmp_path / "short.txt").write_text("Only a few words here.\n", encoding="utf-8")
     overrides, phrases = BAD_INPUTS[name]
@@ -304,7 +304,7 @@ def test_bad_input_is_one_clear_line_and_nothing_is_left_behind(name, wikitext_t
         if flag == "--text-files":
             del flags["--builtin-corpus"]
         flags[flag] = value.format(tmp=tmp_path)
-    result = run_module("mlm_tpu.shard", *[part for pair in flags.items() for part in pair])
+    result = in_process("shard", *[part for pair in flags.items() for part in pair])
     assert_user_error(result, *phrases)
     leftovers = [os.path.join(root, n) for root, _, names in os.walk(tmp_path / "out") for n in names]
     assert leftovers == []

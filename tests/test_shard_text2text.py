@@ -135,7 +135,7 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_INPUTS))
-def test_bad_text2text_input_is_one_clear_line_and_nothing_is_left_behind(name, t5_data, tmp_path):
+def test_bad_text2text_input_is_one_clear_line_and_nothing_is_left_behind(name, t5_data, tmp_path, in_process):
     write_jsonl(tmp_path / "rows.jsonl", [{"q": "What is a film?", "a": "a motion picture"}])
     write_jsonl(tmp_path / "empty-target.jsonl", [{"q": "one", "a": "x"}, {"q": "two", "a": "  "}])
     write_jsonl(tmp_path / "empty-input.jsonl", [{"q": None, "a": "x"}])
@@ -147,7 +147,7 @@ def test_bad_text2text_input_is_one_clear_line_and_nothing_is_left_behind(name, 
         if flag == "--builtin-corpus":
             del flags["--text-files"]
         flags[flag] = value and value.format(tmp=tmp_path)
-    result = run_module("mlm_tpu.shard", *[part for flag, value in flags.items() if value for part in (flag, value)])
+    result = in_process("shard", *[part for flag, value in flags.items() if value for part in (flag, value)])
     assert_user_error(result, *phrases)
     assert not [n for _, _, names in os.walk(tmp_path / "out") for n in names]
 

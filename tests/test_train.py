@@ -106,7 +106,7 @@ def corrupt_copy(shards, tmp_path, edit):
 
 @pytest.mark.parametrize("case", ["no shards", "name without a count", "length differs, manifest",
                                   "length differs, no manifest", "corrupt record"])
-def test_bad_shards_are_named_in_one_line(case, shards, wikitext_tokenizer, tmp_path):
+def test_bad_shards_are_named_in_one_line(case, shards, wikitext_tokenizer, tmp_path, in_process):
     first = sorted(p for p in os.listdir(shards / "train") if p.endswith(".tfrecord"))[0]
 
     def flip_a_byte(folder):
@@ -127,9 +127,9 @@ def test_bad_shards_are_named_in_one_line(case, shards, wikitext_tokenizer, tmp_
     }
     edit, phrases, max_length = cases[case]
     train_dir = corrupt_copy(shards, tmp_path, edit)
-    result = run_train("--train-dataset", train_dir, "--tokenizer", wikitext_tokenizer[0], "--max-length", max_length,
-                       "--model-config", "tiny", "--per-replica-batch-size", 8, "--max-steps", 200,
-                       "--output-dir", tmp_path / "out")
+    result = in_process("train", "--train-dataset", train_dir, "--tokenizer", wikitext_tokenizer[0], "--max-length",
+                        max_length, "--model-config", "tiny", "--per-replica-batch-size", 8, "--max-steps", 200,
+                        "--output-dir", tmp_path / "out")
     assert_user_error(result, *phrases)
 
 

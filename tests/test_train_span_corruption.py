@@ -97,19 +97,20 @@ def test_the_pretrained_model_fine_tunes_into_a_classifier(pretrained_t5, qualit
     assert max(accuracies) > 90, accuracies
 
 
-def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext_path, tmp_path, pretrained_t5):
-    mlm_tokenizer = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer",
+def test_bad_span_corruption_input(t5_data, wikitext_tokenizer, shards, wikitext_path, tmp_path, pretrained_t5,
+                                   in_process):
+    mlm_tokenizer = in_process("shard", "--task", "span-corruption", "--tokenizer",
                                str(wikitext_tokenizer[0]), "--text-files", str(wikitext_path), "--max-length", "64",
                                "--output-dir", str(tmp_path / "a"))
     assert_user_error(mlm_tokenizer, "a T5 tokenizer", "--template t5")
     assert not (tmp_path / "a").exists()
-    density = run_module("mlm_tpu.shard", "--task", "span-corruption", "--tokenizer", str(t5_data.tokenizer),
+    density = in_process("shard", "--task", "span-corruption", "--tokenizer", str(t5_data.tokenizer),
                          "--text-files", str(wikitext_path), "--noise-density", "1.5", "--output-dir",
                          str(tmp_path / "b"))
     assert_user_error(density, "--noise-density")
-    mlm_shards = run_train("--task", "span-corruption", "--train-dataset", shards / "train", "--tokenizer",
+    mlm_shards = in_process("train", "--task", "span-corruption", "--train-dataset", shards / "train", "--tokenizer",
                            t5_data.tokenizer, "--output-dir", tmp_path / "c")
     assert_user_error(mlm_shards, "masked-LM examples", "--task span-corruption")
-    span_shards = run_train("--task", "mlm", "--train-dataset", pretrained_t5[0] / "shards" / "train", "--tokenizer",
+    span_shards = in_process("train", "--task", "mlm", "--train-dataset", pretrained_t5[0] / "shards" / "train", "--tokenizer",
                             wikitext_tokenizer[0], "--output-dir", tmp_path / "d")
     assert_user_error(span_shards, "raw rows for span corruption", "--task mlm")

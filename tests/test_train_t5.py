@@ -111,7 +111,8 @@ def test_generation_on_two_cpu_replicas_without_xla(trained_copier, copy_shards,
 
 @pytest.mark.parametrize("case", ["no task", "mlm flag", "multi-token label", "label missing from the shards",
                                   "masked-LM shards", "text2text shards for mlm", "target length", "bad best metric"])
-def test_bad_t5_input_is_one_clear_line(case, quality_shards, shards, wikitext_tokenizer, t5_data, tmp_path):
+def test_bad_t5_input_is_one_clear_line(case, quality_shards, shards, wikitext_tokenizer, t5_data, tmp_path,
+                                        in_process):
     base = [str(f) for f in t5_flags(quality_shards, t5_data.tokenizer, tmp_path / "out", "classification")]
     cases = {
         "no task": ([f for f in base if f not in ("--task", "classification")], ["--head t5 needs --task"]),
@@ -130,7 +131,7 @@ def test_bad_t5_input_is_one_clear_line(case, quality_shards, shards, wikitext_t
         "bad best metric": (base + ["--metric-for-best-model", "rougeL"], ["accuracy, macro_f1"]),
     }
     flags, phrases = cases[case]
-    assert_user_error(run_train(*flags), *phrases)
+    assert_user_error(in_process("train", *flags), *phrases)
     assert not (tmp_path / "out" / "tf_model.h5").exists()
 
 
