@@ -1179,14 +1179,14 @@ BASES = {"roberta": ("sequence-classification", FIXTURES / "roberta"),
 @pytest.mark.parametrize("base, delta", [("roberta", ()), ("t5", ()), ("roberta", ("--delta", "lora"))],
                          ids=["sequence-classification", "t5-generation", "lora-sequence-classification"])
 def test_fine_tuning_refuses_a_tokenizer_whose_vocabulary_is_not_the_bases(base, delta, other_vocabularies,
-                                                                            tmp_path):
+                                                                            tmp_path, in_process):
     """The shards and --tokenizer agree, but the base's embeddings were learnt for its own tokenizer's pieces: one
     line that says to shard with the base's tokenizer, before anything is written."""
     task, base_folder = BASES[base]
     tokenizer, shards = other_vocabularies[base]
-    result = run_train("--task", task, *delta, "--model-name-or-path", base_folder, "--tokenizer", tokenizer,
-                       "--train-dataset", shards, "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
-                       tmp_path / "model")
+    result = in_process("train", "--task", task, *delta, "--model-name-or-path", base_folder, "--tokenizer", tokenizer,
+                        "--train-dataset", shards, "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
+                        tmp_path / "model")
     assert_user_error(result, f"--tokenizer {tokenizer} has another vocabulary than the tokenizer of "
                       f"--model-name-or-path {base_folder}", f"shard the data with the base's tokenizer "
                       f"(`mlm-tpu shard --tokenizer {base_folder} ...`)")
@@ -1228,10 +1228,10 @@ def electra_folder(tmp_path_factory):
     return folder
 
 
-def test_fill_mask_refuses_an_electra_discriminator_and_names_its_generator(electra_folder):
+def test_fill_mask_refuses_an_electra_discriminator_and_names_its_generator(electra_folder, in_process):
     """The discriminator has no masked-LM head: a new one would guess every piece at about 1/vocabulary."""
     before = tree(electra_folder)
-    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(electra_folder), "Paris is the [MASK].")
+    result = in_process("predict", "fill-mask", "--model", electra_folder, "Paris is the [MASK].")
     assert_user_error(result, f"--model {electra_folder} is an ELECTRA discriminator (it has no masked-LM head); use "
                       f"its generator: {electra_folder / 'generator'}")
     assert tree(electra_folder) == before
@@ -1240,11 +1240,11 @@ def test_fill_mask_refuses_an_electra_discriminator_and_names_its_generator(elec
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def test_delta_tuning_a_masked_lm_on_an_electra_discriminator_is_refused(electra_folder, tmp_path):
+def test_delta_tuning_a_masked_lm_on_an_electra_discriminator_is_refused(electra_folder, tmp_path, in_process):
     """The same check wherever a masked LM is loaded from a folder: here the base of --task mlm --delta."""
-    result = run_train("--task", "mlm", "--delta", "lora", "--model-name-or-path", electra_folder, "--train-dataset",
-                       FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
-                       tmp_path / "adapter")
+    result = in_process("train", "--task", "mlm", "--delta", "lora", "--model-name-or-path", electra_folder,
+                        "--train-dataset", FIXTURES / "shards" / "train", "--per-replica-batch-size", 4, "--max-steps",
+                        1, "--output-dir", tmp_path / "adapter")
     assert_user_error(result, f"--model-name-or-path {electra_folder} is an ELECTRA discriminator", "no masked-LM head",
                       f"use its generator: {electra_folder / 'generator'}")
     assert not (tmp_path / "adapter").exists()
@@ -1263,7 +1263,7 @@ def test_an_electra_folder_still_evaluates_and_exports_as_electra(electra_folder
     assert "pipeline_tag: fill-mask" in (tmp_path / "out" / "generator" / "README.md").read_text()
 
 
-def test_fill_mask_refuses_a_fine_tuned_classifier(tmp_path):
+def test_fill_mask_refuses_a_fine_tuned_classifier(tmp_path, in_process):
     """A sequence classifier has no masked-LM head either: a new one would guess at random."""
     from transformers import RobertaConfig, TFRobertaForSequenceClassification
 
@@ -1276,7 +1276,7 @@ def test_fill_mask_refuses_a_fine_tuned_classifier(tmp_path):
     for name in os.listdir(FIXTURES / "tokenizer"):
         shutil.copy(FIXTURES / "tokenizer" / name, folder / name)
     before = tree(folder)
-    result = run_module("mlm_tpu", "predict", "fill-mask", "--model", str(folder), "Paris is the <mask>.")
+    result = in_process("predict", "fill-mask", "--model", folder, "Paris is the <mask>.")
     assert_user_error(result, f"--model {folder} is a fine-tuned RobertaForSequenceClassification",
                       "no masked-LM head", "fill masks with the masked LM it was fine-tuned from")
     assert tree(folder) == before
