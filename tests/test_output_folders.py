@@ -122,6 +122,23 @@ def test_a_staged_sub_folder_is_published_with_its_folder_and_a_users_file_in_ei
     assert (tmp_path / "run" / "model.bin").read_bytes() == b"second"  # refused before anything moved
 
 
+def test_a_backup_first_written_after_the_first_save_is_the_runs_own_when_it_starts_again(tmp_path):
+    """A run stopped just after epoch 1's best model was saved, with no backup before it (a fine-tuning run with no
+    --backup-steps): the backup written at the stop is recorded, so the same command goes on from it."""
+    import tf_keras as keras
+
+    from mlm_tpu.model_folder.saving import check_training_output_dir
+    from mlm_tpu.training.backup import Backup, BackupRecord, find_backup
+
+    run = tmp_path / "run"
+    save(run, {"config.json": b"{}"}, folders=("backup", "logs"))  # the best model, no backup/ yet
+    assert Record(str(run)).folders == []
+    model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+    Backup(str(run / "backup"), model, keras.optimizers.Adam()).save(BackupRecord(step=0, loop={}))
+    check_training_output_dir(str(run))
+    assert Record(str(run)).unrecognised() == [] and find_backup(str(run / "backup")).step == 0
+
+
 SAVING_FOREVER = """
 import os, random, sys
 from pathlib import Path

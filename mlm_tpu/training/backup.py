@@ -26,7 +26,7 @@ import tensorflow as tf
 from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
-from mlm_tpu.output_dir import write_json
+from mlm_tpu.output_dir import make_owned_folder, write_json
 
 CHECKPOINT_NAME = "step"
 STATE_FILE = re.compile(rf"{CHECKPOINT_NAME}-(\d+)\.json$")
@@ -176,7 +176,7 @@ class Backup:
         older ones."""
         prefix = _prefix(self.folder, record.step)
         try:
-            os.makedirs(self.folder, exist_ok=True)
+            make_owned_folder(self.folder)
             self.checkpoint.write(prefix)
             record.files = {name: _file_facts(os.path.join(self.folder, name))
                             for name in self._checkpoint_files(record.step)}
