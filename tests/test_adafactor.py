@@ -143,7 +143,7 @@ def test_adafactor_trains_a_packed_tiny_t5_and_a_killed_run_resumes_bit_for_bit(
 
     # killed once, mid-epoch: Adafactor's factored state and the step its decay counts from come back from the backup.
     # (Its state is made before the backup is read (create_state), so a resumed run backs it up as a fresh run does;
-    # a run killed again after resuming is test_resume.py's T5 classifier killed twice.)
+    # a run killed again after resuming is test_resume.py's masked LM killed, then stopped.)
     resumed = tmp_path / "resumed"
     flags = adafactor_flags(short_shards, resumed)
     train_and_kill_after_backup(flags, 9, tmp_path / "killed.log")
