@@ -289,16 +289,17 @@ def write_file(path: str, data: bytes, start_record: bool = False) -> None:
 
 
 def make_owned_folder(path: str) -> None:
-    """Make the sub-folder `path` (if it is not there) and, in a folder with a record, record it as mlm_tpu's: a run
+    """Make the sub-folder `path` if it is not there and, in a folder with a record, record it as mlm_tpu's: a run
     whose first backup/ comes after its first save (a stop just after epoch 1's best model) owns it when started
     again, as one whose backup/ was there at that save does."""
-    os.makedirs(path, exist_ok=True)
+    if os.path.isdir(path):
+        return
+    os.makedirs(path)
     folder, name = os.path.split(os.path.abspath(path))
     if os.path.isfile(os.path.join(folder, RECORD)):
         record = Record(folder)
-        if name not in record.folders:
-            record.folders.append(name)
-            record.save()
+        record.folders.append(name)
+        record.save()
 
 
 def write_json(path: str, payload: Any) -> None:
