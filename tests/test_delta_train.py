@@ -1,9 +1,9 @@
 """`python train.py --delta ...` for real: each method on the tiny T5 classifier, LoRA on the tiny RoBERTa, each
 trained once (module fixtures) and looked at from every side: the base bit-identical, the adapter folder as PEFT
 (AdapterHub) saves it and as PEFT 0.21 / adapters 1.3 load it in PyTorch, predict / evaluate / export --merge on
-it, and each killed and resumed bit-identical. What a method does to a model in process (only the delta
-trains, step 0 is the base, Adam holds state for the delta alone) is tests/test_delta_units.py; bad input is in
-tests/test_bad_inputs.py's table."""
+it, and a method of each place a delta lives killed and resumed bit-identical. What a method does to a model in
+process (only the delta trains, step 0 is the base, Adam holds state for the delta alone) is
+tests/test_delta_units.py; bad input is in tests/test_bad_inputs.py's table."""
 
 import json
 import os
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.slow  # trains models (the session's fixtures, then the
 
 METHODS = ("lora", "ia3", "prompt", "prefix", "adapter")
 PEFT_TYPES = {"lora": "LORA", "ia3": "IA3", "prompt": "PROMPT_TUNING", "prefix": "PREFIX_TUNING"}
-# Killed and resumed: one method of each place a delta's weights live (they resume by the same backup code): inside the
-# layers (LoRA; IA3's vectors sit there too), before them (prompt tuning's virtual tokens; prefix tuning's sit there
-# too), and between them (AdapterHub's bottleneck adapters)
-RESUMED = ("lora", "prompt", "adapter")
+# Killed and resumed: one method of each place a delta's weights live (they resume by the same backup code): before the
+# layers (prompt tuning's virtual tokens; prefix tuning's sit there too) and between them (AdapterHub's bottleneck
+# adapters) here; inside them (LoRA; IA3's vectors sit there too) on the RoBERTa below
+RESUMED = ("prompt", "adapter")
 DELTA_MARKS = {"lora": ".lora_", "ia3": ".ia3_l", "prompt": "prompt_embeddings", "prefix": "prompt_embeddings",
                "adapter": ".adapters."}
 STEPS = 8

@@ -162,10 +162,10 @@ def test_two_workers_train_the_t5_classifier_one_process_trains(quality_shards, 
     result = launch(t5_flags(quality_shards, t5_data.tokenizer, tmp_path / "workers"), tmp_path / "tmp")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "made by 2 input pipelines" in result.stderr
-    for name, more in (("replicas", ["--cpu-replicas", 2]), ("alone", [])):
-        single = run_train(*t5_flags(quality_shards, t5_data.tokenizer, tmp_path / name, 8 if more else 16), *more)
-        assert single.returncode == 0, single.stderr[-3000:]
-        assert largest_difference(tmp_path / "workers", tmp_path / name) <= 1e-6, name
+    # against one process with one replica (the masked LM above is also held to one process with two replicas)
+    alone = run_train(*t5_flags(quality_shards, t5_data.tokenizer, tmp_path / "alone", 16))
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert largest_difference(tmp_path / "workers", tmp_path / "alone") <= 1e-6
     assert_only_the_chief_wrote(tmp_path / "workers", tmp_path / "tmp")
 
 
