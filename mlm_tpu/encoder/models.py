@@ -13,9 +13,10 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, longest_input
+from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.shards.format import REGRESSION
+from mlm_tpu.training.task import check_length  # noqa: F401 (the encoder tasks', prediction's and downstream's)
 
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
 
@@ -80,15 +81,6 @@ def check_encoder(config, head_class, where: str) -> None:
                         f"{head_class.__name__.removeprefix('TFAutoModelFor')} head") from None
 
 
-def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
-    """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
-    ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
-    600-token examples"), `fix` how to ask for fewer ("shard with")."""
-    limit = longest_input(model_config)
-    if limit and length > limit:
-        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
-
-
 def feeds_token_types(model_config, tokenizer) -> bool:
     """Whether the model is given token_type_ids (the shards always hold them): when its tokenizer makes them for
     it (BERT's, ELECTRA's; not RoBERTa's) and it has more than one type to embed."""
@@ -125,15 +117,9 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
 
 def saved_config(name_or_path: str, flag: str):
     """A saved model's config (a folder or a Hub name), or one error line."""
-    from transformers import AutoConfig
+    from mlm_tpu.model_folder.loading import read_model_config
 
-    from mlm_tpu.model_folder.loading import check_model_folder
-
-    check_model_folder(name_or_path, flag)
-    try:
-        return AutoConfig.from_pretrained(name_or_path)
-    except (OSError, ValueError):
-        raise UserError(f"{flag} '{name_or_path}' is not a model folder nor a reachable Hub model") from None
+    return read_model_config(name_or_path, flag)
 
 
 def encoder_from_scratch(preset: str, tokenizer, max_length: int, overrides: Optional[str], head_class,

@@ -20,11 +20,11 @@ from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import Masking, MlmMasker
 from mlm_tpu.mlm.masking import SPAN
-from mlm_tpu.mlm.continued import continued_masked_lm
+from mlm_tpu.mlm.continued import FLAG, continued_masked_lm
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.loading import read_model_config, with_overrides
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, check_masked_lm_type, config_for
 from mlm_tpu.mlm.shard_kind import MASKED_LM
 from mlm_tpu.shards.format import IGNORE_INDEX
@@ -32,7 +32,7 @@ from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, masked_lm_cost
-from mlm_tpu.training.task import Task, Validation, tokenizer_source
+from mlm_tpu.training.task import Task, Validation, check_length, tokenizer_source
 
 
 class MaskedLmTask(Task):
@@ -43,7 +43,7 @@ class MaskedLmTask(Task):
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
-        self.masking = self.default_masking
+        self.masking = self.eval_masking = self.default_masking
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
         self.continued_from: Optional[str] = None  # the checkpoint a continued run started from, for its card
@@ -79,8 +79,14 @@ class MaskedLmTask(Task):
         return MASKED_LM.features(max_length)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
+        if config.model_name_or_path:  # its positions, before its weights load: past them TensorFlow fails mid-run
+            base = with_overrides(read_model_config(config.model_name_or_path, FLAG), config.config_overrides)
+            check_length(base, train.length, f"{FLAG} {config.model_name_or_path}",
+                         f"--train-dataset holds {train.length}-token examples", "shard with")
         self._set_masking(config, tokenizer)
-        log(f"Masking: {self.masking.describe()}")
+        validated = (f"; validation at {self.eval_masking.mlm_probability:.0%}"
+                     if self.eval_masking.describe() != self.masking.describe() else "")
+        log(f"Masking: {self.masking.describe()}{validated}")
         if config.dense_mlm_head:
             log("Masked-LM head: dense, at every position (--dense-mlm-head)")
             return
@@ -101,17 +107,18 @@ class MaskedLmTask(Task):
 
     def _set_masking(self, config, tokenizer) -> None:
         self.masking = Masking.of(config, self.default_masking)
+        self.eval_masking = self.masking.for_validation(config)  # --eval-mlm-probability's
         self.word_starts = self.masking.word_starts(tokenizer)
+
+    def check_steps(self, config, total_steps: int) -> None:
+        self.masking.check_steps(total_steps)
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
         log(f"Masking: {self.masking.describe()}")
         _check_mask_token(tokenizer, f"--model {config.model}")
-        limit = longest_input(model.config)
-        if limit and shards.length > limit:
-            raise UserError(f"--eval-dataset holds {shards.length}-token examples, longer than {config.model} takes "
-                            f"({limit} tokens); evaluate on shards made with a smaller "
-                            "--max-length")
+        check_length(model.config, shards.length, config.model, f"--eval-dataset holds {shards.length}-token examples",
+                     "evaluate on shards made with")
 
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
@@ -142,10 +149,12 @@ class MaskedLmTask(Task):
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:
         return self.make_masker(tokenizer, self.prediction_slots)
 
-    def make_masker(self, tokenizer, prediction_slots: Optional[int]) -> Callable[[int], MlmMasker]:
-        """seed -> the masker of the run's masking (--masking, its probabilities), into `prediction_slots` per row
-        (the sparse head's), or (None) with labels at every position, as validation masks for either head."""
-        masking, word_starts = self.masking, self.word_starts
+    def make_masker(self, tokenizer, prediction_slots: Optional[int],
+                    validation: bool = False) -> Callable[[int], MlmMasker]:
+        """seed -> the masker of the run's masking (--masking, its probabilities; `validation`'s rate, else
+        training's), into `prediction_slots` per row (the sparse head's), or (None) with labels at every position,
+        as validation masks for either head."""
+        masking, word_starts = self.eval_masking if validation else self.masking, self.word_starts
         return lambda seed: masking.masker(tokenizer, seed, prediction_slots, word_starts)
 
     def masks(self, example: Dict[str, list]) -> Dict[int, int]:
@@ -168,7 +177,8 @@ class MaskedLmTask(Task):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        return TokenValidation(strategy, model, shards, per_replica_batch_size, self.make_masker(tokenizer, None), seed,
+        return TokenValidation(strategy, model, shards, per_replica_batch_size,
+                               self.make_masker(tokenizer, None, validation=True), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardFacts, CardWords
+from mlm_tpu.model_folder.loading import longest_input
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.settings import MaskingSettings
@@ -56,6 +57,15 @@ def refuse_masking(config, what: str) -> None:
     for name in MASKING_SETTINGS:
         if getattr(config, name, None) is not None:
             raise UserError(f"--{name.replace('_', '-')} is for masked LMs; {what}")
+
+
+def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
+    """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
+    ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
+    600-token examples"), `fix` how to ask for fewer ("shard with")."""
+    limit = longest_input(model_config)
+    if limit and length > limit:
+        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
 
 
 def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
