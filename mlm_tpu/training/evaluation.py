@@ -84,8 +84,17 @@ def token_scores(sums: Dict[str, float], accuracy_name: str, tokens_name: str) -
     if not tokens:
         return {tokens_name: 0, "loss": float("nan"), "perplexity": float("nan"), accuracy_name: float("nan")}
     loss = float(sums["loss"]) / tokens
-    return {tokens_name: int(tokens), "loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+    return {tokens_name: int(tokens), "loss": loss, "perplexity": perplexity(loss),
             accuracy_name: float(sums["hits"]) / tokens}
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss), infinite where that is past a float (a loss above about 709: a run that diverged scores, and goes
+    on, rather than failing over a figure)."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 
 class TokenValidation(Validation):
@@ -104,7 +113,8 @@ class TokenValidation(Validation):
         return token_scores(self.runner.run(show_progress), self.accuracy_name, self.tokens_name)
 
     def describe(self, scores: Scores) -> str:
-        return (f"loss {scores['loss']:.4f}, perplexity {scores['perplexity']:.2f}, "
+        perplexity = scores["perplexity"]  # a diverged run's has hundreds of digits: 2.83e+259
+        return (f"loss {scores['loss']:.4f}, perplexity {perplexity:.{'2f' if perplexity < 1e6 else '3g'}}, "
                 f"{self.accuracy_name.replace('_', ' ')} {scores[self.accuracy_name]:.2%}")
 
 

@@ -9,6 +9,7 @@ Runs of mlm_tpu 0.2 (Keras' TensorBoard callback) wrote `batch_loss` (running me
 epoch began), `epoch_loss` per epoch index and `evaluation_loss_vs_iterations`; they are read too.
 """
 
+import math
 import os
 from typing import Dict, Iterator, List
 
@@ -16,6 +17,7 @@ from mlm_tpu.errors import UserError
 
 TRAIN, VALIDATION = "train", "validation"
 LOSS = "loss"
+FLOAT32_MAX = 3.4028234663852886e38  # TensorBoard keeps float32 scalars: a larger value is infinity there
 
 
 class RunLogs:
@@ -32,8 +34,15 @@ class RunLogs:
 
         with self._writers[which].as_default(step=step):
             for name, value in scalars.items():
-                tf.summary.scalar(name, value)
+                tf.summary.scalar(name, loggable(value))
         self._writers[which].flush()
+
+
+def loggable(value: float) -> float:
+    """`value` as TensorBoard can keep it: past float32's range, infinity of its sign (TensorFlow refuses to convert
+    it, and a run must not fail over a figure: a validation loss of 90 has a perplexity of 1.2e39)."""
+    value = float(value)
+    return math.copysign(math.inf, value) if math.isfinite(value) and abs(value) > FLOAT32_MAX else value
 
 
 def events_files(log_dir: str) -> List[str]:
