@@ -60,3 +60,49 @@ def test_shards_longer_than_the_checkpoint_reads_are_refused_before_anything_is_
     assert_user_error(result, "--train-dataset holds 32-token examples, longer than --model-name-or-path "
                       f"{checkpoint} reads ({POSITIONS} tokens); shard with --max-length {POSITIONS} or less")
     assert not output_dir.exists()
+
+
+def tree(folder):
+    """Every file under `folder` with its bytes."""
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("task", ["mlm", "sequence-classification"])
+def test_an_output_dir_that_is_the_checkpoint_it_continues_is_refused_and_left_as_it_was(task, tmp_path, in_process):
+    """However it is spelled (here with a trailing /.), and for any task that starts from --model-name-or-path."""
+    checkpoint = shutil.copytree(FIXTURES / "roberta", tmp_path / "checkpoint")
+    before = tree(checkpoint)
+    result = in_process("train", "--task", task, "--model-name-or-path", checkpoint, "--train-dataset",
+                        SHARDS / "train", "--per-replica-batch-size", 4, "--max-steps", 1, "--output-dir",
+                        f"{checkpoint}/.")
+    assert_user_error(result, f"--output-dir {checkpoint}/. is --model-name-or-path {checkpoint}: the run would save "
+                      "over the checkpoint it continues", "give another --output-dir")
+    assert tree(checkpoint) == before
+
+
+def backup_of(folder, base):
+    """A backup's record in `folder`/backup, of a run whose settings say it started from `base`."""
+    import json
+
+    (folder / "backup").mkdir()
+    (folder / "backup" / "step-2.json").write_text(json.dumps(
+        {"format": 2, "loop": {}, "files": {}, "settings": {"model_name_or_path": str(base)}}))
+
+
+def test_a_folder_is_continued_in_place_only_when_it_is_that_runs_own_resumable_output(tmp_path):
+    """A backup there of a run started from this very folder is that run, resumed: it goes on; a backup of a run
+    started from another checkpoint is not."""
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import TrainingConfig
+    from mlm_tpu.training.checks import check_not_in_place
+
+    checkpoint, other = (shutil.copytree(FIXTURES / "roberta", tmp_path / name) for name in ("checkpoint", "other"))
+    config = TrainingConfig(str(SHARDS / "train"), str(checkpoint), model_name_or_path=str(checkpoint))
+    with pytest.raises(UserError, match="is --model-name-or-path"):
+        check_not_in_place(config)
+    backup_of(checkpoint, other)
+    with pytest.raises(UserError, match="is --model-name-or-path"):
+        check_not_in_place(config)
+    shutil.rmtree(checkpoint / "backup")
+    backup_of(checkpoint, checkpoint)
+    check_not_in_place(config)

@@ -29,6 +29,33 @@ def check_config(config: TrunkConfig, task: Task) -> None:
     if config.model_name_or_path:
         task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
                         f"--model-name-or-path {config.model_name_or_path}")
+        check_not_in_place(config)
+
+
+def check_not_in_place(config: TrunkConfig) -> None:
+    """Refuse an --output-dir that is the --model-name-or-path folder: the run would save over the checkpoint it
+    continues (its weights, card and training_args.json), and the same command, run again, would continue another
+    checkpoint. Only a run's own resumable output goes on there: its backup records this --model-name-or-path."""
+    base, output_dir = config.model_name_or_path, config.output_dir
+    if not (os.path.isdir(base) and os.path.isdir(output_dir) and os.path.samefile(base, output_dir)):
+        return
+    if _backup_continues(output_dir, base):
+        return
+    raise UserError(f"--output-dir {output_dir} is --model-name-or-path {base}: the run would save over the "
+                    "checkpoint it continues (its weights, card and training_args.json), and the same command run "
+                    "again would continue another; give another --output-dir")
+
+
+def _backup_continues(output_dir: str, base: str) -> bool:
+    """Whether `output_dir` holds a backup of a run started from `base` (its newest backup's settings say so)."""
+    from mlm_tpu.training.backup import backup_steps, check_backup  # TensorFlow's: only for a folder given twice
+
+    folder = os.path.join(output_dir, "backup")
+    steps = backup_steps(folder)
+    record = check_backup(folder, steps[0])[0] if steps else None
+    settings = record.settings if record else None
+    recorded = (settings or {}).get("model_name_or_path")
+    return bool(recorded) and os.path.isdir(recorded) and os.path.samefile(recorded, base)
 
 
 def check_output_folder(config: TrunkConfig) -> None:
