@@ -32,6 +32,7 @@ LAYERS: Tuple[Dict[str, Tuple[str, ...]], ...] = (
     {"corpus": ("mlm_tpu.corpus",)},
     {"tokenizer": ("mlm_tpu.tokenizer",)},
     {"shards": ("mlm_tpu.shards",)},
+    {"model families": ("mlm_tpu.modernbert",)},  # hand-written families: the model folder's registry builds them
     {"model folder": ("mlm_tpu.model_folder",)},
     {"training": ("mlm_tpu.training",)},
     {"masked LM": ("mlm_tpu.mlm",), "T5": ("mlm_tpu.t5",)},
