@@ -14,8 +14,9 @@ from typing import Optional, Tuple, Union
 from mlm_tpu.configuration import setting
 
 MAX_SEED = 2**31 - 1
-OPTIMIZERS = ("adamw", "adafactor")  # --optimizer (training/optimizers.py)
-SCHEDULES = ("linear", "rsqrt")  # --lr-schedule
+OPTIMIZERS = ("adamw", "adafactor", "stableadamw")  # --optimizer (training/optimizers.py)
+SCHEDULES = ("linear", "rsqrt", "wsd", "cosine", "constant")  # --lr-schedule
+DECAY_SHAPES = ("linear", "1-sqrt")  # --decay-shape of --lr-schedule wsd
 
 
 def mixture_rate(text: str):
@@ -168,13 +169,18 @@ class TrunkConfig:
         help="adamw: AdamW with decoupled weight decay (default). adafactor: Adafactor as T5X runs it (second moments "
              "factored into row and column means, no first moment, decay rate 0.8, updates clipped to RMS 1.0, steps "
              "scaled by each weight's RMS, relative step size off: the rate is the schedule's); its state is a small "
-             "fraction of AdamW's (the log says how many bytes at start).")
-    lr_schedule: str = setting(  # linear (warm-up, then linear decay) | rsqrt (T5's inverse square root)
+             "fraction of AdamW's (the log says how many bytes at start). stableadamw: AdamW whose step for each "
+             "weight tensor is divided by max(1, RMS(g^2 / v)) (Wortsman et al. 2023; optimi's StableAdamW, which "
+             "ModernBERT trains with), an update clipping that stands in for gradient clipping.")
+    lr_schedule: str = setting(  # linear | rsqrt | wsd | cosine | constant (training/optimizers.py)
         "linear", group="model and optimisation", choices=SCHEDULES,
         help="linear: warm up from 0, then decay linearly to 0 at the last step (default). rsqrt: T5's inverse square "
              "root: --learning-rate for --warmup-steps steps, then --learning-rate x sqrt(warm-up / step); with "
              "neither given, T5's: 0.01 for 10,000 steps, then 1/sqrt(step). T5X's gin files give it as a base rate: "
-             "see --base-learning-rate.")
+             "see --base-learning-rate. wsd: warm up, hold --learning-rate, then decay over the last --decay-ratio of "
+             "the steps to --min-learning-rate (--decay-shape); a run stopped before its decay can be continued into "
+             "one later (docs: Training, schedules). cosine: warm up, then a half cosine down to --min-learning-rate. "
+             "constant: warm up, then hold --learning-rate.")
     # peak learning rate (None: 1e-4 for linear, 1/sqrt(warm-up steps) for rsqrt; a run records the value it used)
     learning_rate: Optional[float] = setting(
         None, low=0, low_open=True, high=10, group="model and optimisation",
@@ -206,6 +212,17 @@ class TrunkConfig:
     warmup_steps: Optional[int] = setting(  # warm-up steps (None: linear, the ratio's; rsqrt, 10,000)
         None, low=0, group="model and optimisation",
         help="Warm-up steps (default: --warmup-ratio's with linear, 10,000 with rsqrt, as T5's).")
+    decay_ratio: float = setting(  # wsd: the share of the steps decaying, at the end (Hägele et al. 2024: 20%)
+        0.2, low=0, low_open=True, high=1, group="model and optimisation",
+        help="--lr-schedule wsd: the share of the run's steps, at its end, over which the rate decays, in (0, 1] "
+             "(default: 0.2, the cooldown Hägele et al. 2024 found to match cosine).")
+    decay_shape: str = setting(  # wsd: linear | 1-sqrt
+        "1-sqrt", group="model and optimisation", choices=DECAY_SHAPES,
+        help="--lr-schedule wsd: the decay's shape: linear, or 1-sqrt (the rate falls as 1 - sqrt(progress); "
+             "ModernBERT's and Hägele et al. 2024's) (default: 1-sqrt).")
+    min_learning_rate: float = setting(  # wsd and cosine: the rate the decay ends at
+        0.0, low=0, group="model and optimisation",
+        help="--lr-schedule wsd and cosine: the rate the decay ends at (default: 0).")
     # delta-tuning (mlm_tpu/delta): train a small delta on a frozen --model-name-or-path, saved as PEFT saves it
     delta: Optional[str] = setting(  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
         None, group="delta-tuning",

@@ -1,7 +1,18 @@
-"""The optimizer and its learning-rate schedule: `--optimizer adamw|adafactor`, `--lr-schedule linear|rsqrt`.
+"""The optimizer and its learning-rate schedule: `--optimizer adamw|adafactor|stableadamw`, `--lr-schedule
+linear|rsqrt|wsd|cosine|constant`.
 
 - adamw (the default): transformers' `create_optimizer`, AdamW with decoupled weight decay (none on LayerNorm
   weights, biases, and what the task names: a delta's IA3 scales and virtual-token tables, as PEFT's recipes).
+- stableadamw: StableAdamW (Wortsman et al. 2023, "Stable and low-precision training for large-scale vision-language
+  models"), as optimi implements it (warner-benjamin/optimi, optimi/stableadamw.py, `_single_param_stableadamw`;
+  ModernBERT's src/optimizer.py is a copy of it): Adam's moments kept with optimi's debiased betas
+  (beta_t = beta (1 - beta^(t-1)) / (1 - beta^t), so m and v are the bias-corrected means themselves), and each weight
+  tensor's rate divided by max(1, RMS(g^2 / max(v, eps^2))): a step where the gradient jumps far above its running
+  scale is cut back, which stands in for gradient clipping. Weight decay is optimi's default (decouple_lr=False):
+  the weight is multiplied by 1 - rate x --weight-decay-rate, the rate being that tensor's clipped rate, before the
+  Adam step (none on the weights AdamW leaves undecayed). ModernBERT's `decoupled_stableadamw` is optimi's
+  decouple_lr=True, the factor 1 - (rate / peak) x its weight decay: its 1e-5 at peak 8e-4 is 0.0125 here
+  (training/recipes.py's modernbert does that sum).
 - adafactor: Adafactor as T5X runs it (t5x/adafactor.py with T5's gin settings): second moments factored into a
   row and a column mean for every weight whose two largest dimensions are both at least 128, full for the others;
   no first moment; decay rate 0.8 (beta2 at step t is 1 - t^-0.8); updates clipped to an RMS of 1.0; the step
@@ -17,12 +28,22 @@
   takes B in T5X's meaning; a --learning-rate above RSQRT_HIGHEST_PEAK (10 times T5's peak) can only be such a
   base given as a peak (1.0 would train at 100 times T5X's rate while warming up), and is refused with the fix.
 
-Both optimizers are tf-keras (legacy) optimizers whose state lives in slot variables, which the backup's checkpoint
+- wsd: warm-up-stable-decay (Hägele et al. 2024; MiniCPM's, ModernBERT's): warm up linearly from 0, hold the peak,
+  then over the last D = round(--decay-ratio x steps) steps fall to --min-learning-rate, as 1 - p (linear) or
+  1 - sqrt(p) (1-sqrt) of the way, p the share of the decay done. Before its decay it is constant's schedule: a run
+  stopped there continues into a decay with a longer --max-steps (docs: Training, schedules).
+- cosine: warm up, then min + (peak - min) x (1 + cos(pi p)) / 2, p the share of the steps after warm-up done.
+- constant: warm up, then the peak.
+Warm-up, for all but rsqrt: the rate peak x step / W for the W = --warmup-steps (else --warmup-ratio of the steps)
+first steps, as create_optimizer's; step counts from 0, the first update's.
+
+The optimizers are tf-keras (legacy) optimizers whose state lives in slot variables, which the backup's checkpoint
 holds: a resumed run goes on with exactly the state it stopped with.
 """
 
 import dataclasses
 import math
+import re
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -32,7 +53,8 @@ import tf_keras as keras
 from mlm_tpu.errors import UserError
 from mlm_tpu.training.config import OPTIMIZERS, SCHEDULES
 
-LINEAR_LEARNING_RATE = 1e-4  # --lr-schedule linear's default peak
+LINEAR_LEARNING_RATE = 1e-4  # the default peak of every schedule but rsqrt
+DECAYING_TO_MINIMUM = ("wsd", "cosine")  # the schedules that end at --min-learning-rate
 RSQRT_WARMUP_STEPS = 10_000  # T5's
 RSQRT_HIGHEST_PEAK = 0.1  # ten times T5's 0.01: a higher --learning-rate with rsqrt is a T5X base given as a peak
 
@@ -45,11 +67,15 @@ def with_schedule_defaults(config):
                                  ("--lr-schedule", config.lr_schedule, SCHEDULES)):
         if value not in allowed:
             raise UserError(f"{flag} must be one of {', '.join(allowed)}, not '{value}'")
-    if config.lr_schedule == "linear":
+    if config.lr_schedule != "rsqrt":
         if config.base_learning_rate is not None:
             raise UserError("--base-learning-rate is T5X's base of --lr-schedule rsqrt (the rate base / sqrt(max(step, "
-                            "warm-up))); with --lr-schedule linear give the peak rate as --learning-rate")
-        return dataclasses.replace(config, learning_rate=config.learning_rate or LINEAR_LEARNING_RATE)
+                            f"warm-up))); with --lr-schedule {config.lr_schedule} give the peak rate as --learning-rate")
+        peak = config.learning_rate or LINEAR_LEARNING_RATE
+        if config.lr_schedule in DECAYING_TO_MINIMUM and config.min_learning_rate > peak:
+            raise UserError(f"--min-learning-rate {config.min_learning_rate:g} is above the peak --learning-rate "
+                            f"{peak:g}: --lr-schedule {config.lr_schedule} decays from the peak down to it")
+        return dataclasses.replace(config, learning_rate=peak)
     warmup = RSQRT_WARMUP_STEPS if config.warmup_steps is None else config.warmup_steps
     if warmup == 0:
         raise UserError(f"--lr-schedule rsqrt cannot take --warmup-steps 0: its rate is --learning-rate x "
@@ -92,6 +118,54 @@ class InverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
 
 
+class WarmupThen(keras.optimizers.schedules.LearningRateSchedule):
+    """wsd, cosine and constant (see the module's docstring): peak x step / warmup while warming up, then the
+    schedule's shape over the `total` steps; `decay`, wsd's decay steps."""
+
+    def __init__(self, kind: str, peak: float, warmup: int, total: int, minimum: float = 0.0, decay: int = 1,
+                 shape: str = "linear"):
+        self.kind, self.peak, self.warmup, self.total = kind, peak, warmup, total
+        self.minimum, self.decay, self.shape = minimum, decay, shape
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        warming = self.peak * step / max(self.warmup, 1)
+        if self.kind == "constant":
+            after = tf.constant(self.peak, tf.float32)
+        elif self.kind == "cosine":
+            done = tf.clip_by_value((step - self.warmup) / max(self.total - self.warmup, 1), 0.0, 1.0)
+            after = self.minimum + (self.peak - self.minimum) * 0.5 * (1.0 + tf.cos(math.pi * done))
+        else:  # wsd
+            done = tf.clip_by_value((step - (self.total - self.decay)) / self.decay, 0.0, 1.0)
+            fallen = tf.sqrt(done) if self.shape == "1-sqrt" else done
+            after = self.peak - (self.peak - self.minimum) * fallen
+        return tf.where(step < self.warmup, warming, after)
+
+    def describe(self) -> str:
+        """What follows the warm-up, in words (for the log)."""
+        if self.kind == "wsd":
+            return (f", held until step {self.total - self.decay:,}, then a {self.shape} decay over the last "
+                    f"{self.decay:,} steps to {self.minimum:g}")
+        return f", then a cosine down to {self.minimum:g}" if self.kind == "cosine" else ", then held"
+
+    def get_config(self):
+        return {"kind": self.kind, "peak": self.peak, "warmup": self.warmup, "total": self.total,
+                "minimum": self.minimum, "decay": self.decay, "shape": self.shape}
+
+
+def decay_steps_of(config, total_steps: int) -> int:
+    """wsd's decay: the last --decay-ratio of the steps, at least one."""
+    return max(round(total_steps * config.decay_ratio), 1)
+
+
+def schedule_of(config, total_steps: int):
+    """The learning-rate schedule `config` asks for (create_optimizer makes linear's)."""
+    if config.lr_schedule == "rsqrt":
+        return InverseSquareRoot(config.learning_rate, config.warmup_steps)
+    return WarmupThen(config.lr_schedule, config.learning_rate, warmup_steps_of(config, total_steps), total_steps,
+                      config.min_learning_rate, decay_steps_of(config, total_steps), config.decay_shape)
+
+
 def warmup_steps_of(config, total_steps: int) -> int:
     """The linear schedule's warm-up: --warmup-steps, else --warmup-ratio of the steps (never past the last)."""
     return min(config.warmup_steps if config.warmup_steps is not None else int(total_steps * config.warmup_ratio),
@@ -111,10 +185,13 @@ def make_optimizer(config, total_steps: int, no_decay: Sequence[str] = ()):
     adam, schedule = create_optimizer(init_lr=config.learning_rate, num_train_steps=total_steps,
                                       num_warmup_steps=warmup_steps_of(config, total_steps),
                                       weight_decay_rate=config.weight_decay_rate, **moments)
-    if config.lr_schedule == "rsqrt":
-        schedule = InverseSquareRoot(config.learning_rate, config.warmup_steps)
+    if config.lr_schedule != "linear":
+        schedule = schedule_of(config, total_steps)
     if config.optimizer == "adafactor":
         return Adafactor(schedule)
+    if config.optimizer == "stableadamw":
+        return StableAdamW(schedule, beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
+                           weight_decay_rate=config.weight_decay_rate, exclude_from_weight_decay=[*NO_DECAY, *no_decay])
     if config.lr_schedule == "linear" and not config.weight_decay_rate:
         return adam  # create_optimizer's plain Adam: nothing decays
     return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate,
@@ -207,6 +284,61 @@ class Adafactor(keras.optimizers.legacy.Optimizer):
                 "min_dim_size_to_factor": self.min_dim_size_to_factor}
 
 
+class StableAdamW(keras.optimizers.legacy.Optimizer):
+    """StableAdamW as optimi's `_single_param_stableadamw` runs it (see the module's docstring); its state: per
+    weight the debiased first and second moments `m` and `v` (slots, so a backup holds them)."""
+
+    def __init__(self, learning_rate, beta_1: float = 0.9, beta_2: float = 0.99, epsilon: float = 1e-6,
+                 weight_decay_rate: float = 0.0, exclude_from_weight_decay: Sequence[str] = (),
+                 name: str = "StableAdamW", **kwargs):
+        super().__init__(name, **kwargs)
+        self._set_hyper("learning_rate", learning_rate)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self.weight_decay_rate, self.exclude_from_weight_decay = weight_decay_rate, list(exclude_from_weight_decay)
+
+    def _create_slots(self, var_list: List[tf.Variable]) -> None:
+        for var in var_list:
+            self.add_slot(var, "m")
+            self.add_slot(var, "v")
+
+    def _decays(self, var) -> bool:
+        return bool(self.weight_decay_rate) and not any(re.search(pattern, var.name)
+                                                        for pattern in self.exclude_from_weight_decay)
+
+    def _resource_apply_dense(self, grad, var, apply_state=None):
+        grad = tf.cast(grad, tf.float32)
+        step = tf.cast(self.iterations, tf.float32) + 1.0
+        m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+        beta_1, beta_2 = (debiased_beta(beta, step) for beta in (self.beta_1, self.beta_2))
+        new_m = m + (1.0 - beta_1) * (grad - m)  # torch's lerp
+        new_v = beta_2 * v + (1.0 - beta_2) * tf.square(grad)
+        rms = tf.sqrt(tf.reduce_mean(tf.square(grad) / tf.maximum(new_v, self.epsilon ** 2)))
+        rate = self._decayed_lr(tf.float32) / tf.maximum(1.0, rms)
+        weight = tf.cast(var.read_value(), tf.float32)
+        if self._decays(var):
+            weight = weight * (1.0 - rate * self.weight_decay_rate)
+        weight = weight - rate * new_m / (tf.sqrt(new_v) + self.epsilon)
+        return tf.group(m.assign(new_m, use_locking=self._use_locking), v.assign(new_v, use_locking=self._use_locking),
+                        var.assign(tf.cast(weight, var.dtype), use_locking=self._use_locking))
+
+    def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+        """Rows of an embedding: the tensor's RMS needs the whole gradient, so it is made dense."""
+        dense = tf.math.unsorted_segment_sum(grad, indices, tf.shape(var, out_type=indices.dtype)[0])
+        return self._resource_apply_dense(dense, var, apply_state)
+
+    def get_config(self):
+        return {**super().get_config(), "learning_rate": self._serialize_hyperparameter("learning_rate"),
+                "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+                "weight_decay_rate": self.weight_decay_rate, "exclude_from_weight_decay": self.exclude_from_weight_decay}
+
+
+def debiased_beta(beta: float, step):
+    """optimi's debias_beta: beta (1 - beta^(t-1)) / (1 - beta^t), the decay under which the running mean is its own
+    bias correction (0 at the first step)."""
+    power = tf.pow(beta, step)
+    return (power - beta) / (power - 1.0)
+
+
 def state_bytes(optimizer) -> int:
     """Bytes of the optimizer's state (its slots and step counter), once created."""
     return sum(variable.shape.num_elements() * variable.dtype.size for variable in optimizer.variables())
@@ -222,6 +354,8 @@ def describe_optimizer(config, optimizer, model) -> str:
     # a run from a checkpoint starts its schedule at step 0 too (its optimizer state is new): --learning-rate the peak
     start = (f"from step 0 on the weights of --model-name-or-path {config.model_name_or_path}, "
              if config.model_name_or_path else "")
+    schedule = optimizer._get_hyper("learning_rate") if hasattr(optimizer, "_get_hyper") else None
+    after = schedule.describe() if isinstance(schedule, WarmupThen) else ""
     return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule ({start}{base}peak "
-            f"{config.learning_rate:g}, {warmup}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the "
+            f"{config.learning_rate:g}, {warmup}{after}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the "
             f"trainable weights' {weights:,})")
