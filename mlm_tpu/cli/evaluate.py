@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_masking_flags, add_verbose_flag
 from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.shards.format import check_local_shards
 from mlm_tpu.training.config import MAX_SEED
 from mlm_tpu.training.config import EvaluationConfig
 
@@ -48,6 +49,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m mlm_tpu.evaluate") -> None:
     args = build_parser(prog).parse_args(argv)
     config = FLAGS.build(args)
+    check_local_shards(config.eval_dataset, "--eval-dataset")  # before TensorFlow's seconds of start-up
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
     from mlm_tpu.tasks import plug_in_of_saved_model

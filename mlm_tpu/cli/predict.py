@@ -11,7 +11,7 @@ Texts come as arguments, or one per line on stdin; results as a table, or JSON l
 import argparse
 import json
 import sys
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
 from mlm_tpu.cli.inputs import read_texts
@@ -92,11 +92,14 @@ def text2text_parser(prog: str) -> argparse.ArgumentParser:
                                      'probability}} or {"input", "output"}.')
 
 
-def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[str], texts_field: str, what: str):
-    """(flags, config) with the texts from the arguments or stdin; TensorFlow loaded once the flags are checked."""
+def parse(parser: argparse.ArgumentParser, flags: ConfigFlags, arguments: List[str], texts_field: str, what: str,
+          check: Callable = lambda config: None):
+    """(flags, config) with the texts from the arguments or stdin; TensorFlow loaded once the flags are checked (and
+    `check(config)`: what needs no TensorFlow)."""
     args = parser.parse_args(arguments)
     texts = read_texts(getattr(args, texts_field), what)
     config = flags.build(args, base={texts_field: texts})
+    check(config)
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
     return args, config
@@ -158,8 +161,8 @@ def format_encoder_result(result: dict) -> str:
 
 
 def run_encoder(pipeline: str, parser: argparse.ArgumentParser, arguments: List[str]) -> None:
-    args, config = parse(parser, ENCODER_FLAGS, arguments, "texts", "texts to "
-                         + ("classify" if pipeline == "text-classification" else "tag"))
+    what = "texts to " + ("classify" if pipeline == "text-classification" else "tag")
+    args, config = parse(parser, ENCODER_FLAGS, arguments, "texts", what, encoder_prediction.check_max_length)
     predict = encoder_prediction.classify_texts if pipeline == "text-classification" else encoder_prediction.tag_texts
     for result in predict(config, saved_model_loader(config.model, config.base_model, "encoder")):
         print(json.dumps(result, ensure_ascii=False) if args.json else format_encoder_result(result), flush=True)

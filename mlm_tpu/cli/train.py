@@ -22,6 +22,7 @@ from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_set
 from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.delta import METHODS
+from mlm_tpu.shards.format import check_local_shards
 from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, task_from_head
 from mlm_tpu.training.cluster import check_cluster
 from mlm_tpu.training.settings import MaskingSettings
@@ -84,6 +85,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     args = build_parser(prog).parse_args(argv)
     config = build_config(args)
     check_cluster(config.hardware)  # TF_CONFIG, before TensorFlow loads
+    for flag, location in (*(("--train-dataset", name) for name in config.train_datasets),
+                           ("--eval-dataset", config.eval_dataset)):
+        if location:
+            check_local_shards(location, flag)  # a typo's answer in a second, not after TensorFlow's start-up
     import_tensorflow(args.verbose)  # after the flags are checked: TensorFlow takes seconds to load
     quiet_libraries(args.verbose)
     from mlm_tpu.tasks import training_task

@@ -11,6 +11,7 @@ fixed-shape batches.
 """
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -64,15 +65,35 @@ def load_classifier(config: EncoderPredictionConfig, pipeline: str, load=None):
     return model, tokenizer, task_settings(model.config, ENCODER_PARAMS) or {}
 
 
+def check_max_length(config: EncoderPredictionConfig) -> None:
+    """--max-length against the positions --model's config.json gives, before TensorFlow and the model load (seconds
+    for a typo's answer); an adapter folder or a Hub name is checked once loaded."""
+    path = os.path.join(config.model, "config.json")
+    if not (config.max_length and os.path.isfile(path)):
+        return
+    from transformers import AutoConfig
+
+    try:
+        model_config = AutoConfig.from_pretrained(config.model)
+    except (OSError, ValueError):
+        return  # loading it says what is wrong with it
+    _check_max_length(config, model_config)
+
+
+def _check_max_length(config: EncoderPredictionConfig, model_config) -> None:
+    from mlm_tpu.encoder.models import check_length
+
+    check_length(model_config, config.max_length, config.model,
+                 f"--max-length {config.max_length} makes {config.max_length}-token inputs", "pass")
+
+
 def _length(config: EncoderPredictionConfig, settings: dict, model, tokenizer) -> int:
     """Tokens per input: --max-length, refused past the model's positions as training refuses longer shards; else the
     training length, else as many as both the tokenizer and the model take, at most 512."""
-    from mlm_tpu.encoder.models import check_length
     from mlm_tpu.model_folder.loading import longest_input
 
     if config.max_length:
-        check_length(model.config, config.max_length, config.model,
-                     f"--max-length {config.max_length} makes {config.max_length}-token inputs", "pass")
+        _check_max_length(config, model.config)
         return config.max_length
     return settings.get("max_length") or min(tokenizer.model_max_length, 512, longest_input(model.config) or 512)
 

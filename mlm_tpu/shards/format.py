@@ -17,8 +17,12 @@ The kinds of split made today (the sharder's `--task`), and the features each ex
 Every feature is int64 but a regression split's labels (float32): the manifest says each feature's dtype.
 """
 
+import glob
+import os
 import re
 from typing import Dict, Optional
+
+from mlm_tpu.errors import UserError
 
 IGNORE_INDEX = -100  # the label of a position that takes no loss (the 🤗 convention)
 MANIFEST = "manifest.json"
@@ -31,6 +35,22 @@ REGRESSION = "regression"  # a sequence-classification split's problem_type when
 
 
 WRITER_RECORD = ".writer.json"  # in a split being written: which job writes it (host, pid), removed at the end
+
+
+def shard_pattern(location: str) -> str:
+    """The glob of a split's shards: `location` itself where it is a glob or a shard, else its folder's shards."""
+    return location if "*" in location or location.endswith(SHARD_SUFFIX) else os.path.join(location, f"*{SHARD_SUFFIX}")
+
+
+def no_shards(location: str, flag: str) -> UserError:
+    return UserError(f"{flag} {location}: no shards (*{SHARD_SUFFIX}) found; make them with `python -m mlm_tpu.shard`")
+
+
+def check_local_shards(location: str, flag: str) -> None:
+    """Refuse a local split with no shards (a typo) before TensorFlow loads: its answer then takes a second, not the
+    seconds of TensorFlow's start-up. A gs:// split is listed by TensorFlow, when the run reads it."""
+    if "://" not in location and not glob.glob(shard_pattern(location)):
+        raise no_shards(location, flag)
 
 
 def shard_name(prefix: str, index: int, count: int) -> str:

@@ -14,7 +14,8 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.shards.format import MANIFEST, SHARD_COUNT, WRITER_RECORD, feature_lengths, manifest_dtypes
+from mlm_tpu.shards.format import (MANIFEST, SHARD_COUNT, WRITER_RECORD, feature_lengths, manifest_dtypes, no_shards,
+                                   shard_pattern)
 from mlm_tpu.shards.kinds import ShardKind, ShardKinds
 from mlm_tpu.shards.tfrecord import iter_records
 
@@ -88,13 +89,13 @@ def find_shards(location: str, kinds: ShardKinds, kind: Optional[str], lengths: 
     `lengths` names the features the caller needs and their lengths; None accepts whatever the shards hold.
     A `kind` (and `lengths`) of None accepts any kind of split, with all its features.
     """
-    pattern = location if "*" in location or location.endswith(".tfrecord") else os.path.join(location, "*.tfrecord")
+    pattern = shard_pattern(location)
     try:
         files = sorted(tf.io.gfile.glob(pattern))
     except tf.errors.OpError as error:
         raise UserError(f"{flag} {location}: cannot list shards ({error.message.splitlines()[0]})") from None
     if not files:
-        raise UserError(f"{flag} {location}: no shards (*.tfrecord) found; make them with `python -m mlm_tpu.shard`")
+        raise no_shards(location, flag)
     counts = []
     for path in files:
         match = SHARD_COUNT.search(path)
