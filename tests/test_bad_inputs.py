@@ -363,6 +363,26 @@ def t5x_base_learning_rate_given_as_the_peak(inputs):
     return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")
 
 
+@row("train", "--decay-ratio", absent=("model",))
+def decay_ratio_zero(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "wsd", "--decay-ratio", "0")
+
+
+@row("train", "--decay-ratio", absent=("model",))
+def decay_ratio_above_one(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "wsd", "--decay-ratio", "1.5")
+
+
+@row("train", "--eval-mlm-probability", "span-corruption", absent=("model",))
+def eval_mlm_probability_without_masking(inputs):
+    return train_flags(inputs, None, "--task", "span-corruption", "--eval-mlm-probability", "0.15")
+
+
+@row("train", "--mlm-probability-schedule's phases end at step 1, but the run has 2 steps", absent=("model",))
+def masking_schedule_short_of_the_run(inputs):
+    return train_flags(inputs, None, "--mlm-probability-schedule", "0.3:1")
+
+
 @row("train", "--classifier-pooling is a setting of --task sequence-classification, not of --task mlm",
      absent=("model",))
 def classifier_pooling_of_a_masked_lm(inputs):

@@ -119,8 +119,9 @@ class ElectraTask(MaskedLmTask):
 
     def validation(self, strategy, model, tokenizer, shards: ShardSet, per_replica_batch_size: int, seed: int, *,
                    on_tpu: bool) -> Validation:
-        return ReplacedTokenValidation(strategy, model, shards, per_replica_batch_size,
-                                       self.with_draws(self.make_masker(tokenizer, None)), seed, jit_compile=on_tpu)
+        masker = self.with_draws(self.make_masker(tokenizer, None, validation=True))
+        return ReplacedTokenValidation(strategy, model, shards, per_replica_batch_size, masker, seed,
+                                       jit_compile=on_tpu)
 
     def card_words(self, model, tokenizer) -> CardWords:
         if isinstance(model, TFElectraForMaskedLM):

@@ -19,7 +19,7 @@ For the sparse head, the masked batch is then put into prediction slots (predict
 """
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -45,6 +45,8 @@ class Masking:
     random_replace_prob: float = 0.1  # the share that becomes a random token; the rest stay as they were
     # token masking: exactly ELECTRA's count of tokens per row (False: each token on its own, 🤗's)
     counted_per_row: bool = False
+    # --mlm-probability-schedule: (rate, until step) per phase, training's rate by step (empty: mlm_probability)
+    schedule: Tuple[Tuple[float, int], ...] = ()
 
     @classmethod
     def of(cls, config, defaults: Optional["Masking"] = None) -> "Masking":
@@ -52,9 +54,13 @@ class Masking:
         masked LM's)."""
         given = {name: getattr(config, name) for name in ("mlm_probability", "mask_replace_prob", "random_replace_prob")
                  if getattr(config, name) is not None}
-        masking = replace(defaults or cls(), mode=config.masking or TOKEN, **given)
+        schedule = masking_phases(getattr(config, "mlm_probability_schedule", None) or ())
+        masking = replace(defaults or cls(), mode=config.masking or TOKEN, schedule=schedule, **given)
         if masking.mode not in MASKINGS:
             raise UserError(f"--masking must be one of {', '.join(MASKINGS)}, not {masking.mode!r}")
+        if schedule and masking.mode == SPAN:
+            raise UserError("--mlm-probability-schedule takes token and whole-word masking; --masking span lays its "
+                            "spans out for one rate")
         if masking.mask_replace_prob + masking.random_replace_prob > 1 + 1e-9:
             mask_share, random_share = (f"--{name.replace('_', '-')} {getattr(masking, name):g}"
                                         + ("" if name in given else " (its default here)")
@@ -62,6 +68,22 @@ class Masking:
             raise UserError(f"{mask_share} and {random_share} add up to more than 1: they are shares of the masked "
                             "tokens (the rest stay unchanged)")
         return masking
+
+    def for_validation(self, config) -> "Masking":
+        """Validation's masking: --eval-mlm-probability (else --mlm-probability) throughout, no schedule."""
+        rate = getattr(config, "eval_mlm_probability", None) or self.mlm_probability
+        return replace(self, mlm_probability=rate, schedule=())
+
+    def check_steps(self, total_steps: int) -> None:
+        """A schedule whose phases end before the run does is refused (what would the rest mask?)."""
+        if self.schedule and self.schedule[-1][1] < total_steps:
+            raise UserError(f"--mlm-probability-schedule's phases end at step {self.schedule[-1][1]:,}, but the run "
+                            f"has {total_steps:,} steps: give the last phase's UNTIL as {total_steps} or more")
+
+    @property
+    def highest_probability(self) -> float:
+        """The highest rate the run masks at (what the sparse head's slots are sized for)."""
+        return max([self.mlm_probability, *(rate for rate, _ in self.schedule)])
 
     @property
     def whole_words(self) -> bool:
@@ -77,8 +99,8 @@ class Masking:
         """The sparse head's prediction slots for rows of `length` tokens: the budget of a full row where no row
         masks more (word_masking.row_budget), else prediction_slots.default_slots."""
         if self.within_row_budget:
-            return min(length, row_budget(self.mlm_probability, length, self.budget_precision))
-        return default_slots(self.mlm_probability, length, spans=self.mode == SPAN)
+            return min(length, row_budget(self.highest_probability, length, self.budget_precision))
+        return default_slots(self.highest_probability, length, spans=self.mode == SPAN)
 
     @property
     def budget_precision(self):
@@ -95,14 +117,33 @@ class Masking:
         """The masker of one input pipeline (`word_starts`: self.word_starts(tokenizer), made once for all)."""
         return MlmMasker(tokenizer, self.mlm_probability, seed, prediction_slots, masking=self.mode,
                          mask_replace_prob=self.mask_replace_prob, random_replace_prob=self.random_replace_prob,
-                         word_starts=word_starts, counted_per_row=self.counted_per_row)
+                         word_starts=word_starts, counted_per_row=self.counted_per_row, schedule=self.schedule)
 
     def describe(self) -> str:
         kept = 1 - self.mask_replace_prob - self.random_replace_prob
         per = " per span" if self.mode == SPAN else ""
         counted = " (ELECTRA's: that many in every row)" if self.mode == TOKEN and self.counted_per_row else ""
-        return (f"{self.mode} masking of {self.mlm_probability:.0%} of tokens{counted} ({self.mask_replace_prob:.0%} "
+        rate = (", ".join(f"{rate:.0%} until step {until:,}" for rate, until in self.schedule) if self.schedule
+                else f"{self.mlm_probability:.0%}")
+        return (f"{self.mode} masking of {rate} of tokens{counted} ({self.mask_replace_prob:.0%} "
                 f"the mask token, {self.random_replace_prob:.0%} a random token, {max(kept, 0):.0%} unchanged{per})")
+
+
+def masking_phases(texts: Sequence[str]) -> Tuple[Tuple[float, int], ...]:
+    """--mlm-probability-schedule's RATE:UNTIL values as (rate, until) pairs, checked: rates in (0, 1), steps rising."""
+    phases = []
+    for text in texts:
+        rate, _, until = str(text).partition(":")
+        try:
+            phase = float(rate), int(until.replace(",", "").replace("_", ""))
+        except ValueError:
+            raise UserError(f"--mlm-probability-schedule {text}: each phase is RATE:UNTIL, a share of tokens and the "
+                            "step it lasts until, e.g. 0.3:8000") from None
+        if not 0 < phase[0] < 1 or phase[1] <= (phases[-1][1] if phases else 0):
+            raise UserError(f"--mlm-probability-schedule {text}: the rate must be between 0 and 1 and each phase end "
+                            "after the one before (and after step 0)")
+        phases.append(phase)
+    return tuple(phases)
 
 
 # --task electra's: google-research/electra's pretrain_helpers.mask, 85% [MASK], 15% kept, no random token
@@ -145,7 +186,7 @@ class MlmMasker:
     def __init__(self, tokenizer, mlm_probability: float = 0.15, seed: int = 0,
                  prediction_slots: Optional[int] = None, *, masking: str = TOKEN, mask_replace_prob: float = 0.8,
                  random_replace_prob: float = 0.1, word_starts: Optional[Sequence[bool]] = None,
-                 counted_per_row: bool = False):
+                 counted_per_row: bool = False, schedule: Sequence[Tuple[float, int]] = ()):
         if not 0 < mlm_probability < 1:
             raise ValueError(f"mlm_probability must be between 0 and 1, not {mlm_probability}")
         if masking not in MASKINGS:
@@ -168,15 +209,29 @@ class MlmMasker:
         self.seed = seed
         self.prediction_slots = prediction_slots
         self.cap = prediction_slots
+        self.schedule = tuple(schedule)
+
+    def probability_at(self, batch_number: tf.Tensor):
+        """The share masked at this step (the batch number): its phase's rate, float64, with a schedule; else the
+        one rate, a Python float (the graph as it always was)."""
+        if not self.schedule:
+            return self.mlm_probability
+        untils = tf.constant([until for _, until in self.schedule], tf.int64)
+        phase = tf.searchsorted(untils, tf.reshape(tf.cast(batch_number, tf.int64), [1]), side="right")[0]
+        rates = tf.constant([rate for rate, _ in self.schedule], tf.float64)
+        return tf.gather(rates, tf.minimum(phase, len(self.schedule) - 1))
 
     def __call__(self, batch_number: tf.Tensor, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         input_ids = batch["input_ids"]
         special = tf.reduce_any(tf.equal(tf.cast(input_ids, tf.int64)[..., None], self.special_ids), axis=-1)
         key = tf.stack([tf.cast(self.seed, tf.int64), tf.cast(batch_number, tf.int64)])
         draws = self.collator.generator = _StatelessDraws(key)
+        probability = self.probability_at(batch_number)
+        if self.schedule and not self.chooses:  # the collator draws each token against its rate, in float32
+            self.collator.mlm_probability = tf.cast(probability, tf.float32)
         avoided = special
         if self.chooses:
-            chosen, unit = self.choose(input_ids, special, batch["attention_mask"], draws)
+            chosen, unit = self.choose(input_ids, special, batch["attention_mask"], draws, probability)
             avoided = ~chosen
             if self.masking == SPAN:
                 self.collator.generator = _DrawsPerUnit(draws, unit)
@@ -187,9 +242,10 @@ class MlmMasker:
             return batch
         return into_slots(batch, self.prediction_slots, draws.uniform(tf.shape(input_ids)))
 
-    def choose(self, input_ids: tf.Tensor, special: tf.Tensor, attention_mask: tf.Tensor, draws: _StatelessDraws):
-        """(chosen, unit) [rows, length]: the tokens whole-word, span or ELECTRA's token masking masks, and each
-        token's unit (its word, its span, or itself)."""
+    def choose(self, input_ids: tf.Tensor, special: tf.Tensor, attention_mask: tf.Tensor, draws: _StatelessDraws,
+               probability):
+        """(chosen, unit) [rows, length]: the tokens whole-word, span or ELECTRA's token masking masks at
+        `probability` (probability_at's), and each token's unit (its word, its span, or itself)."""
         maskable = ~special
         if self.masking == SPAN:
             words = word_numbers(input_ids, special, self.starts_word)
@@ -202,8 +258,8 @@ class MlmMasker:
         tokens = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)  # BERT's and ELECTRA's count: every token
         if self.masking == WHOLE_WORD:
             words = word_numbers(input_ids, special, self.starts_word)
-            budget = row_budgets(self.mlm_probability, tokens, self.cap)
+            budget = row_budgets(probability, tokens, self.cap)
         else:  # ELECTRA's: each token a word of its own, the count in float32 as ELECTRA's TensorFlow counts it
             words = tf.broadcast_to(tf.range(tf.shape(input_ids)[1]), tf.shape(input_ids))
-            budget = row_budgets(self.mlm_probability, tokens, self.cap, tf.float32)
+            budget = row_budgets(probability, tokens, self.cap, tf.float32)
         return take_words(words, maskable, budget, draws.uniform(tf.shape(input_ids))), words

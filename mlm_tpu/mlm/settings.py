@@ -5,7 +5,7 @@ generates them from the fields' metadata).
 """
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from mlm_tpu.configuration import setting
 from mlm_tpu.training.settings import MaskingSettings
@@ -29,3 +29,16 @@ class MaskedLmSettings(MaskingSettings):
              "--mlm-probability, e.g. 41 of 128 positions at 0.15). With --masking whole-word or span, rows mask at "
              "most this many, never part of a word (default: a full row's share at --mlm-probability, and 4 for the "
              "word that crosses it: 23 of 128 at 0.15).")
+    # validation's share of tokens masked, apart from training's (None: --mlm-probability's)
+    eval_mlm_probability: Optional[float] = setting(
+        None, low=0, high=1, low_open=True, high_open=True, group="task", metavar="P",
+        help="--task mlm and electra: the share of tokens masked in validation, apart from training's (ModernBERT "
+             "trains at 0.3 and validates at 0.15) (default: --mlm-probability's).")
+    # training's share of tokens masked by phase: RATE:UNTIL, each phase until (before) step UNTIL (mask.py)
+    mlm_probability_schedule: Optional[Tuple[str, ...]] = setting(
+        None, group="task", nargs="+", metavar="RATE:UNTIL",
+        help="--task mlm and electra (token or whole-word masking): training's share of tokens masked by phase, "
+             "each RATE until step UNTIL, the next from there, e.g. mmBERT's 0.3:8000 0.15:9500 0.05:10000; the "
+             "last UNTIL must reach the run's end. The rate is a function of the step (masks stay keyed by seed and "
+             "step), so a resumed run masks as the uninterrupted one; validation keeps --eval-mlm-probability (else "
+             "--mlm-probability) (default: --mlm-probability throughout).")

@@ -63,7 +63,10 @@ def row_budget(mlm_probability: float, tokens: int, dtype=np.float64) -> int:
 
 def row_budgets(mlm_probability: float, tokens: tf.Tensor, cap: Optional[int], dtype=tf.float64) -> tf.Tensor:
     """`row_budget` for every row ([rows] counts of the row's tokens), capped by `cap` (the slots; None: no cap)."""
-    product = tf.cast(tokens, dtype) * tf.constant(mlm_probability, dtype)
+    # a Python float as it always was; a schedule's rate (a float64 tensor) cast
+    rate = (tf.constant(mlm_probability, dtype) if isinstance(mlm_probability, float)
+            else tf.cast(mlm_probability, dtype))
+    product = tf.cast(tokens, dtype) * rate
     found = tf.maximum(1, tf.cast(tf.round(product), tf.int32))
     return found if cap is None else tf.minimum(found, cap)
 

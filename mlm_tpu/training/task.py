@@ -280,6 +280,10 @@ class Task:
         """The epoch's log line on `count` targets its batches left out (their TARGETS_LEFT_OUT)."""
         return f"{count:,} targets were left out of the loss"
 
+    def check_steps(self, config: TrunkConfig, total_steps: int) -> None:
+        """Refuse settings that cannot take a run of `total_steps` steps (known once the steps are planned, before
+        anything is written)."""
+
     def make_transform(self, tokenizer) -> Callable[[int], Optional[Callable]]:
         """seed -> what turns a decoded batch into model inputs, given its batch number (None: the batch as is)."""
         return lambda seed: None

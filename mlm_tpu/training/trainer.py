@@ -92,6 +92,7 @@ class Trainer:
         global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
         changes = resumed_changes(config, record, global_batch_size, shards) if record else []
         planned = plan_input(config, shards, strategy, record)
+        task.check_steps(config, planned.plan.total_steps)
         self.config = config = replace(config, input_pipelines=planned.layout.input_pipelines)  # training_args.json
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, shards, planned.plan)
