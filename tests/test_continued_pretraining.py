@@ -192,6 +192,8 @@ def test_a_truncated_safetensors_file_is_refused(tmp_path, capsys):
     base = shutil.copytree(FIXTURES / "roberta", tmp_path / "base", ignore=shutil.ignore_patterns("tf_model.h5"))
     original = TFAutoModelForMaskedLM.from_pretrained(FIXTURES / "roberta")
     save_pytorch_weights(original, str(base))
+    config = json.loads((base / "config.json").read_text())  # PyTorch positions as TensorFlow's, as export sets them
+    (base / "config.json").write_text(json.dumps({**config, "pad_token_id": 1}))
     loaded = continued_masked_lm(str(base), load_tokenizer(str(base), "--tokenizer"))  # whole, it loads
     assert [weight.numpy().tolist() for weight in loaded.weights] == [weight.numpy().tolist()
                                                                       for weight in original.weights]

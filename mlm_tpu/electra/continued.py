@@ -98,8 +98,10 @@ def continued_pretrainer(config, tokenizer, discriminator_weight: float):
     discriminator_config = continued_config(name, tokenizer, config.config_overrides)
     generator_config = continued_config(generator_name, tokenizer, config.config_overrides, generator_flag)
     check_shared_embeddings(generator_name, generator_flag, generator_config, discriminator_config, tokenizer)
-    discriminator, new_weights = load_with_new_head(name, TFElectraForPreTraining, discriminator_config, FLAG)
-    generator, _ = load_with_new_head(generator_name, TFElectraForMaskedLM, generator_config, generator_flag)
+    discriminator, new_weights = load_with_new_head(name, TFElectraForPreTraining, discriminator_config, FLAG,
+                                                    config.config_overrides)
+    generator, _ = load_with_new_head(generator_name, TFElectraForMaskedLM, generator_config, generator_flag,
+                                      config.config_overrides)
     model = ElectraPretrainer(generator, discriminator, discriminator_weight)
     model.build_in_name_scope()
     difference = embeddings_difference(generator, discriminator)

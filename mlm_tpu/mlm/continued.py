@@ -8,7 +8,7 @@ import os
 from typing import Optional
 
 from mlm_tpu.console import log
-from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.errors import UserError
 
 FLAG = "--model-name-or-path"
 
@@ -16,15 +16,10 @@ FLAG = "--model-name-or-path"
 def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = None, flag: str = FLAG):
     """The config of the checkpoint `name_or_path` with --config-overrides, checked to embed every token of the
     run's tokenizer."""
-    from transformers import AutoConfig
-
     from mlm_tpu.mlm.presets import check_masked_lm_type
-    from mlm_tpu.model_folder.loading import with_overrides
+    from mlm_tpu.model_folder.loading import read_model_config, with_overrides
 
-    try:
-        config = AutoConfig.from_pretrained(name_or_path)
-    except (OSError, ValueError) as error:
-        raise UserError(f"{flag} {name_or_path}: cannot read its config.json ({reason_of(error)})") from None
+    config = read_model_config(name_or_path, flag)
     check_masked_lm_type(config, f"{flag} {name_or_path}")
     config = with_overrides(config, overrides)
     if len(tokenizer) > config.vocab_size:
@@ -34,14 +29,16 @@ def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = No
 
 
 def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] = None):
-    """The masked LM of `name_or_path` (with --config-overrides), its weights loaded, to continue training."""
+    """The masked LM of `name_or_path` (with --config-overrides that change no weight), its weights loaded, to continue
+    training."""
     from transformers import TFAutoModelForMaskedLM
 
     from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head, new_modules
 
-    check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG)  # an ELECTRA discriminator: its generator
+    # an ELECTRA discriminator: its generator; a fine-tuned classifier: the masked LM it was fine-tuned from
+    check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG, "continue")
     config = continued_config(name_or_path, tokenizer, overrides)
-    model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG)
+    model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG, overrides)
     base = (config.architectures or [config.model_type])[0]
     if new_weights:
         log(f"Continuing {name_or_path} ({base}); it has no masked-LM head, so a new one is initialised, its "

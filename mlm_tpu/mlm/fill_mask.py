@@ -5,6 +5,7 @@ model's own mask token is; a sentence may hold several masks (each is predicted 
 """
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
 from mlm_tpu.configuration import check_ranges, setting
@@ -68,7 +69,7 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     if model_type(config.model) in T5_MODEL_TYPES:
         raise UserError(f"--model {config.model} is a T5 model, which does not fill masks; use "
                         "`python -m mlm_tpu.predict text2text --model ...`")
-    model, tokenizer = (load or load_pretrained)(config.model, TFAutoModelForMaskedLM)
+    model, tokenizer = (load or partial(load_pretrained, use="fill masks with"))(config.model, TFAutoModelForMaskedLM)
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]

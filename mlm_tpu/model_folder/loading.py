@@ -14,11 +14,11 @@ import glob
 import os
 from collections.abc import Mapping
 from contextlib import contextmanager
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
-from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
+from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, WEIGHTS_INDEX_NAME
 from mlm_tpu.tokenizer.load import load_tokenizer
 
 # An ELECTRA run's folder (mlm_tpu/electra/folders.py): the discriminator, whose head tells replaced tokens from
@@ -28,21 +28,39 @@ GENERATOR_FOLDER = "generator"
 WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes, sharded too
 # Masked-LM heads whose PyTorch classes tie the decoder's bias to the head's own (transformers 5's _tied_weights_keys)
 TIED_DECODER_BIAS_HEADS = ("predictions", "lm_head")
-# The task heads transformers puts on an encoder in place of its masked-LM head.
-TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
-                      "ForMultipleChoice")
+# transformers' maps of its TensorFlow classes whose models hold a masked-LM head (a BERT's pretraining heads hold one
+# too), or no head at all (a bare encoder, which gets a new one): any other class of theirs has a task head instead
+MASKED_LM_HEAD_MAPS = ("TF_MODEL_FOR_MASKED_LM_MAPPING_NAMES", "TF_MODEL_FOR_PRETRAINING_MAPPING_NAMES",
+                       "TF_MODEL_MAPPING_NAMES")
 # The T5 family, by model type, and the TensorFlow class of each: T5 and T5 1.1 (t5), and mT5 (mt5: T5 1.1 with a
 # large SentencePiece vocabulary). Wherever mlm_tpu takes a T5 it takes any of them, and keeps its type.
 T5_CLASSES = {"t5": "TFT5ForConditionalGeneration", "mt5": "TFMT5ForConditionalGeneration"}
 T5_MODEL_TYPES = tuple(T5_CLASSES)
 
 
+def is_local(name_or_path: str) -> bool:
+    """Whether `name_or_path` names a local path (anything else is taken for a Hub name)."""
+    return os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~"))
+
+
 def check_model_folder(name_or_path: str, flag: str) -> None:
     """A local path must be a saved model; anything else is taken for a Hub name."""
-    if os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~")):
-        if not os.path.isfile(os.path.join(name_or_path, "config.json")):
-            raise UserError(f"{flag} {name_or_path}: not a saved model (no config.json there); give the --output-dir "
-                            "of `python train.py`, or any save_pretrained folder")
+    if is_local(name_or_path) and not os.path.isfile(os.path.join(name_or_path, "config.json")):
+        if _is_unsaved_run(name_or_path):
+            raise UserError(f"{flag} {name_or_path} is the output folder of a training run that has saved no model yet "
+                            "(no config.json: it stopped before its first save); run its command again to resume it "
+                            "and let it save, or give a folder that holds a saved model")
+        raise UserError(f"{flag} {name_or_path}: not a saved model (no config.json there); give the --output-dir "
+                        "of `python train.py`, or any save_pretrained folder")
+
+
+def _is_unsaved_run(folder: str) -> bool:
+    """Whether `folder` is a training run's output folder that holds no model yet: what a run writes before its first
+    save (its settings, its backups, its logs) is there."""
+    from mlm_tpu.output_dir import RUN_INFO_FILE
+
+    return os.path.isdir(folder) and any(os.path.exists(os.path.join(folder, name))
+                                         for name in (RUN_INFO_FILE, "backup", "logs"))
 
 
 
@@ -107,34 +125,110 @@ def decoder_bias_tied_to(name: str) -> Optional[str]:
     return f"{head}.decoder.bias" if leaf == "bias" and head.endswith(TIED_DECODER_BIAS_HEADS) else None
 
 
-def pytorch_checkpoint_files(folder: str):
-    """The folder's PyTorch-layout safetensors files (the shards, when sharded), when it has no TensorFlow weights."""
-    if not os.path.isdir(folder) or glob.glob(os.path.join(folder, "tf_model*.h5")):
-        return []
-    return sorted(glob.glob(os.path.join(folder, "model*.safetensors")))
+class CheckpointWeights(Mapping):
+    """The safetensors files of one checkpoint (its shards) as one mapping of names to arrays: transformers' loader
+    then matches every weight once, over all of them."""
+
+    def __init__(self, files: List[SafetensorsWeights]):
+        self._files = {name: weights for weights in files for name in weights}
+
+    def __iter__(self):
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __getitem__(self, name: str):
+        return self.get_tensor(name)
+
+    def get_tensor(self, name: str):
+        return self._files[name].get_tensor(name)
 
 
-def load_from_pytorch_checkpoint(folder: str, model_class, files, flag: str):
-    """`model_class` built from the folder's config, its weights read from PyTorch-layout safetensors files."""
-    from transformers import AutoConfig
+def pytorch_checkpoint_files(name_or_path: str, flag: str) -> List[str]:
+    """The checkpoint's PyTorch-layout safetensors files (every shard its index lists), when it holds no TensorFlow
+    weights: a local folder's, or a Hub model's (read from the Hub cache, or downloaded into it, as transformers
+    reads any Hub file). [] when it holds TensorFlow weights, which transformers' TensorFlow loader reads."""
+    if is_local(name_or_path):
+        if not os.path.isdir(name_or_path) or glob.glob(os.path.join(name_or_path, "tf_model*.h5")):
+            return []
+
+        def fetch(name: str) -> Optional[str]:
+            path = os.path.join(name_or_path, name)
+            return path if os.path.isfile(path) else None
+    else:
+        if _hub_file(name_or_path, "tf_model.h5") or _hub_file(name_or_path, "tf_model.h5.index.json"):
+            return []
+
+        def fetch(name: str) -> Optional[str]:
+            return _hub_file(name_or_path, name)
+    index = fetch(WEIGHTS_INDEX_NAME)
+    if index:
+        return _listed_shards(index, fetch, f"{flag} {name_or_path}")
+    if is_local(name_or_path):
+        return sorted(glob.glob(os.path.join(name_or_path, "model*.safetensors")))
+    single = fetch("model.safetensors")
+    return [single] if single else []
+
+
+def _hub_file(name: str, filename: str) -> Optional[str]:
+    """The local path of a Hub model's file, from the Hub cache or downloaded into it; None when the model has no
+    such file, or it cannot be had (offline and not cached: the load that follows says so)."""
+    from transformers.utils.hub import cached_file
+
+    try:
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False, _raise_exceptions_for_gated_repo=False)
+    except (OSError, ValueError):
+        return None
+
+
+def _listed_shards(index: str, fetch: Callable[[str], Optional[str]], where: str) -> List[str]:
+    """The shards a sharded checkpoint's index lists, each there: a missing one is named (what a copy or a download
+    left out), where transformers would say only which weights it lacks."""
+    from mlm_tpu.jsonfiles import read_json
+
+    listed = read_json(index, f"{where}'s {WEIGHTS_INDEX_NAME}", "copy the checkpoint again")
+    names = sorted(set((listed.get("weight_map") or {}).values()) if isinstance(listed, dict) else ())
+    files = {name: fetch(name) for name in names}
+    missing = [name for name, path in files.items() if path is None]
+    if missing:
+        raise UserError(f"{where}: {', '.join(missing)}, {'one' if len(missing) == 1 else 'some'} of the {len(names)} "
+                        f"files its {WEIGHTS_INDEX_NAME} lists, {'is' if len(missing) == 1 else 'are'} missing; copy "
+                        "the checkpoint again with all its files")
+    return list(files.values())
+
+
+def read_pytorch_checkpoint(model_class, config, files, where: str) -> Tuple[object, set]:
+    """(`model_class` built from `config`, the PyTorch names of its weights the checkpoint lacks or holds in other
+    shapes), its weights read from PyTorch-layout safetensors files by transformers' own loader."""
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
-    config = AutoConfig.from_pretrained(folder)
+    check_position_padding(config, where)
     aliases = untied_t5_output_of_transformers_5(config)
     model = model_class.from_config(config)
     model.build_in_name_scope()
-    loaded = set()
-    for path in files:
-        weights = SafetensorsWeights(path, f"{flag} {folder}", "copy the checkpoint again", aliases)
-        _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False,
-                                                       allow_missing_keys=True, output_loading_info=True,
-                                                       skip_logger_warnings=True)
-        loaded.add(frozenset(info["missing_keys"]))
-    missing = sorted(frozenset.intersection(*loaded))
-    if missing:
-        raise UserError(f"{flag} {folder}: its model.safetensors lacks {len(missing)} weights of "
-                        f"{model_class.__name__} ({', '.join(missing[:3])}, ...); is it a checkpoint of this model?")
-    return model
+    weights = CheckpointWeights([SafetensorsWeights(path, where, "copy the checkpoint again", aliases)
+                                 for path in files])
+    _, info = load_pytorch_state_dict_in_tf2_model(model, weights, tf_inputs=False, allow_missing_keys=True,
+                                                   output_loading_info=True, ignore_mismatched_sizes=True,
+                                                   skip_logger_warnings=True)
+    return model, {*info["missing_keys"], *(key for key, *_ in info["mismatched_keys"])}
+
+
+def check_position_padding(config, where: str) -> None:
+    """A RoBERTa-family PyTorch checkpoint whose pad_token_id is not the padding index transformers' TensorFlow class
+    numbers positions from (TF_POSITION_PADDING_IDX, hard-coded): its PyTorch class numbers them from pad_token_id,
+    so every token would read another position's embedding in TensorFlow; refused in one line."""
+    padding_idx = TF_POSITION_PADDING_IDX.get(config.model_type)
+    if padding_idx is None or config.pad_token_id in (None, padding_idx):
+        return
+    shift = abs(config.pad_token_id - padding_idx)
+    raise UserError(f"{where} is a {config.model_type} checkpoint whose pad_token_id is {config.pad_token_id}: its "
+                    f"PyTorch class numbers positions from that id, transformers' TensorFlow class always from "
+                    f"{padding_idx}, so every token would read a position embedding {shift} row(s) off; mlm_tpu "
+                    f"reads PyTorch {config.model_type} checkpoints that pad with id {padding_idx} (as roberta-base "
+                    "and xlm-roberta-base): give one of those")
 
 
 def _check_weights_there(folder: str, flag: str) -> None:
@@ -143,6 +237,16 @@ def _check_weights_there(folder: str, flag: str) -> None:
     if os.path.isdir(folder) and not any(glob.glob(os.path.join(folder, pattern)) for pattern in WEIGHT_FILES):
         raise UserError(f"{flag} {folder} holds no weights (no tf_model.h5, model.safetensors or pytorch_model.bin "
                         "beside its config.json); copy the folder again with its weights")
+
+
+def tensorflow_config(name_or_path: str):
+    """The saved model's config, as transformers 4's TensorFlow class must read it (a T5 that transformers 5 saved:
+    untied_t5_output_of_transformers_5), whatever its weights' layout."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(name_or_path)
+    untied_t5_output_of_transformers_5(config)
+    return config
 
 
 def untied_t5_output_of_transformers_5(config) -> Dict[str, str]:
@@ -182,42 +286,73 @@ def _check_tensorflow_weights(folder: str, flag: str) -> None:
                         "short); copy the model folder again") from None
 
 
-def load_with_new_head(name_or_path: str, model_class, config, flag: str):
-    """`model_class` with `config` (the saved model's, with other settings of its head), its weights read from the
-    folder (TensorFlow or PyTorch layout) or Hub name; the weights it lacks, or holds in other shapes (a head of
-    other labels), are new. Returns (model, the PyTorch names of the new weights); a missing weight of the encoder
-    itself is one error line."""
+
+def check_overrides_keep_shapes(name_or_path: str, model_class, config, overrides: Optional[str], flag: str) -> None:
+    """--config-overrides on a checkpoint may change what changes no weight (dropout, ...). One that changes a
+    weight's shape, or how many there are (hidden_size, intermediate_size, num_hidden_layers), would load the
+    checkpoint into a model it does not fit, its weights re-initialised or reshaped into noise: refused in one line,
+    naming the flag. The two shapes are compared on the models built from the saved config and from `config`."""
+    from transformers import AutoConfig
+
+    if not overrides:
+        return
+    saved = AutoConfig.from_pretrained(name_or_path)
+    if saved.to_diff_dict() == config.to_diff_dict():
+        return
+    before, after = _weight_shapes(model_class, saved), _weight_shapes(model_class, config)
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    if changed:
+        raise UserError(f"--config-overrides '{overrides}' changes {len(changed)} weights of {flag} {name_or_path} "
+                        f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}): their shapes, or how many "
+                        "there are, so the checkpoint would not load into it; override only settings that change no "
+                        "weight (hidden_dropout_prob, attention_probs_dropout_prob, ...), or train this shape from "
+                        "scratch with --model-config")
+
+
+def _weight_shapes(model_class, config) -> Dict[str, tuple]:
+    """The shape of every weight of `model_class` built from `config`, by its PyTorch name."""
+    from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
+
+    model = model_class.from_config(config)
+    model.build_in_name_scope()
+    return {pytorch_name_and_transpose(variable)[0]: tuple(variable.shape) for variable in model.weights}
+
+
+def load_with_new_head(name_or_path: str, model_class, config, flag: str, overrides: Optional[str] = None):
+    """`model_class` with `config` (the saved model's, with other settings of its head, or `overrides`: checked to
+    change no weight), its weights read from the folder (TensorFlow or PyTorch layout) or Hub name; the weights it
+    lacks, or holds in other shapes (a head of other labels), are new. Returns (model, the PyTorch names of the new
+    weights); a missing weight of the encoder itself is one error line."""
     check_model_folder(name_or_path, flag)
     _check_weights_there(name_or_path, flag)
     _check_tensorflow_weights(name_or_path, flag)
+    check_overrides_keep_shapes(name_or_path, model_class, config, overrides, flag)
+    where = f"{flag} {name_or_path}"
+    files = pytorch_checkpoint_files(name_or_path, flag)
     try:
-        files = pytorch_checkpoint_files(name_or_path)
         if files:
-            from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
-
-            model = model_class.from_config(config)
-            model.build_in_name_scope()
-            infos = [load_pytorch_state_dict_in_tf2_model(model, SafetensorsWeights(path, f"{flag} {name_or_path}",
-                                                                                     "copy the checkpoint again"),
-                                                          tf_inputs=False,
-                                                          allow_missing_keys=True, output_loading_info=True,
-                                                          ignore_mismatched_sizes=True, skip_logger_warnings=True)[1]
-                     for path in files]
-            missing = frozenset.intersection(*(frozenset(info["missing_keys"]) for info in infos))
-            mismatched = {key for info in infos for key, *_ in info["mismatched_keys"]}
+            model, reported = read_pytorch_checkpoint(model_class, config, files, where)
         else:
             model, info = model_class.from_pretrained(name_or_path, config=config, use_safetensors=False,
                                                       output_loading_info=True, ignore_mismatched_sizes=True)
-            missing, mismatched = set(info["missing_keys"]), {key for key, *_ in info["mismatched_keys"]}
+            reported = {*info["missing_keys"], *(key for key, *_ in info["mismatched_keys"])}
     except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
-                        f"({reason_of(error)})") from None
-    encoder = [key for key in missing if key.split(".")[0] == model.base_model_prefix or
-               f"/{model.base_model_prefix}/" in key]
+        raise UserError(f"{where}: cannot load {model_class.__name__} from it ({reason_of(error)})") from None
+    new_weights = new_weight_names(model, reported)
+    refuse_missing_encoder_weights(model, new_weights, where)
+    return follow_classifier_pooling(model), new_weights
+
+
+def refuse_missing_encoder_weights(model, new_weights, where: str) -> None:
+    """New weights may be a head's (a classifier's, a masked LM's; the pooler a BERT classifier puts on its encoder,
+    which a masked LM has no use for and saves without, as transformers counts it): any other weight of the encoder
+    is one error line."""
+    prefix = f"{model.base_model_prefix}."
+    encoder = [name for name in new_weights if name.startswith(prefix) and not name.startswith(f"{prefix}pooler.")]
     if encoder:
-        raise UserError(f"{flag} {name_or_path} lacks {len(encoder)} weights of the {config.model_type} encoder "
-                        f"({', '.join(sorted(encoder)[:3])}, ...); is it a checkpoint of this model?")
-    return follow_classifier_pooling(model), new_weight_names(model, set(missing) | mismatched)
+        raise UserError(f"{where} lacks {len(encoder)} weights of the {model.config.model_type} encoder "
+                        f"({', '.join(encoder[:3])}{', ...' if len(encoder) > 3 else ''}); is it a checkpoint of this "
+                        "model?")
 
 
 def new_modules(new_weights) -> str:
@@ -226,8 +361,9 @@ def new_modules(new_weights) -> str:
 
 
 def new_weight_names(model, reported) -> list:
-    """The PyTorch names (`classifier.out_proj.weight`) of the model's weights transformers reported as not loaded:
-    by their PyTorch names (from a PyTorch checkpoint), or from tf_model.h5 by their TF names below the model's
+    """The PyTorch names (`bert.pooler.dense.weight`) of the model's weights transformers reported as not loaded, in
+    every spelling it reports them: PyTorch names from a PyTorch checkpoint, with the model's prefix or without it
+    (a checkpoint of the bare encoder, saved without `bert.`), or from tf_model.h5 TensorFlow names below the model's
     scope (`bert/pooler/dense/bias:0`) or the layer holding them (`classifier`)."""
     from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
 
@@ -235,20 +371,22 @@ def new_weight_names(model, reported) -> list:
     for variable in model.weights:
         name, _ = pytorch_name_and_transpose(variable)
         scoped = variable.name.split("/", 1)[-1]
-        if name in reported or any(scoped == key or scoped.startswith(f"{key}/") for key in reported):
+        if ({name, name.removeprefix(f"{model.base_model_prefix}.")} & set(reported) or
+                any(scoped == key or scoped.startswith(f"{key}/") for key in reported)):
             new.add(name)
     return sorted(new)
 
 
-def check_masked_lm_head(name_or_path: str, model_class, flag: str) -> None:
+def check_masked_lm_head(name_or_path: str, model_class, flag: str, use: str = "use") -> None:
     """A masked LM (`model_class`) loaded from an ELECTRA discriminator or a fine-tuned classifier or tagger would
-    get a new, untrained head, and guess every piece at about 1/vocabulary: refused, pointing to the masked LM."""
+    get a new, untrained head, and guess every piece at about 1/vocabulary: refused, pointing to the masked LM (`use`
+    it: "continue", "fill masks with")."""
     if not model_class.__name__.endswith("ForMaskedLM"):
         return
     saved = architecture(name_or_path) or ""
-    if saved.endswith(TASK_HEAD_SUFFIXES):
-        raise UserError(f"{flag} {name_or_path} is a fine-tuned {saved} (it has no masked-LM head); fill masks "
-                        "with the masked LM it was fine-tuned from")
+    if has_task_head(saved):
+        raise UserError(f"{flag} {name_or_path} is a fine-tuned {saved} (it has no masked-LM head); {use} the masked "
+                        "LM it was fine-tuned from")
     if saved != DISCRIMINATOR_ARCHITECTURE:
         return
     generator = os.path.join(name_or_path, GENERATOR_FOLDER)
@@ -257,29 +395,49 @@ def check_masked_lm_head(name_or_path: str, model_class, flag: str) -> None:
     raise UserError(f"{flag} {name_or_path} is an ELECTRA discriminator (it has no masked-LM head); {use}")
 
 
-def load_model(name_or_path: str, model_class, flag: str = "--model"):
+def has_task_head(architecture_name: str) -> bool:
+    """Whether a saved model of this class (its config's `architectures`) holds a task head in place of a masked-LM
+    head (a classifier, a tagger, a question answerer...), as transformers' own maps of its TensorFlow classes say:
+    one of its classes, and none with a masked-LM head or no head (MASKED_LM_HEAD_MAPS)."""
+    from transformers.models.auto import modeling_tf_auto
+
+    def classes(map_name: str) -> set:
+        values = getattr(modeling_tf_auto, map_name).values()
+        return {name.removeprefix("TF") for value in values for name in ((value,) if isinstance(value, str) else value)}
+
+    known = set().union(*(classes(name) for name in dir(modeling_tf_auto) if name.endswith("_MAPPING_NAMES")
+                          and name != "CONFIG_MAPPING_NAMES"))
+    return architecture_name in known - set().union(*map(classes, MASKED_LM_HEAD_MAPS))
+
+
+def load_model(name_or_path: str, model_class, flag: str = "--model", use: str = "use"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
     weights), or a Hub name; a classifier pooling as its config says (pooling.py), as wherever a model is loaded."""
     check_model_folder(name_or_path, flag)
-    check_masked_lm_head(name_or_path, model_class, flag)
+    check_masked_lm_head(name_or_path, model_class, flag, use)
     _check_tensorflow_weights(name_or_path, flag)
+    where = f"{flag} {name_or_path}"
+    files = pytorch_checkpoint_files(name_or_path, flag)
     try:
-        files = pytorch_checkpoint_files(name_or_path)
+        config = tensorflow_config(name_or_path)
         if files:
-            model = load_from_pytorch_checkpoint(name_or_path, model_class, files, flag)
+            model, missing = read_pytorch_checkpoint(model_class, config, files, where)
+            if missing:
+                raise UserError(f"{where}: its model.safetensors lacks {len(missing)} weights of "
+                                f"{model_class.__name__} ({', '.join(sorted(missing)[:3])}, ...); is it a checkpoint "
+                                "of this model?")
         else:
-            model = model_class.from_pretrained(name_or_path, use_safetensors=False)
+            model = model_class.from_pretrained(name_or_path, config=config, use_safetensors=False)
     except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{flag} {name_or_path}: cannot load {model_class.__name__} from it "
-                        f"({reason_of(error)})") from None
+        raise UserError(f"{where}: cannot load {model_class.__name__} from it ({reason_of(error)})") from None
     return follow_classifier_pooling(model)
 
 
-def load_pretrained(name_or_path: str, model_class, flag: str = "--model"):
+def load_pretrained(name_or_path: str, model_class, flag: str = "--model", use: str = "use"):
     """(model, tokenizer), both from the same folder or Hub name; the quick checks first."""
     check_model_folder(name_or_path, flag)
     tokenizer = load_tokenizer(name_or_path, flag)
-    model = load_model(name_or_path, model_class, flag)
+    model = load_model(name_or_path, model_class, flag, use)
     keep_inputs_the_model_takes(tokenizer, model)
     return model, tokenizer
 
@@ -294,15 +452,39 @@ def keep_inputs_the_model_takes(tokenizer, model) -> None:
 
 
 def read_model_config(name_or_path: str, flag: str):
-    """The config of a saved model (a folder or a Hub name), without loading its weights."""
+    """The config of a saved model (a folder or a Hub name), without loading its weights; what is wrong with a local
+    folder's config.json said as such."""
     from transformers import AutoConfig
 
     check_model_folder(name_or_path, flag)
     try:
         return AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
+        if is_local(name_or_path):
+            raise UserError(config_problem(name_or_path, flag, error)) from None
         raise UserError(f"{flag} '{name_or_path}' is neither a model folder here nor a reachable Hub model "
                         f"({reason_of(error)}); check the name") from None
+
+
+def config_problem(folder: str, flag: str, error: BaseException) -> str:
+    """What is wrong with a local folder's config.json that transformers cannot read: not JSON (cut short, edited by
+    hand), or a model type that transformers 4 does not know (a newer model's, or a typo)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    from mlm_tpu.jsonfiles import read_json
+
+    values = read_json(os.path.join(folder, "config.json"), f"{flag} {folder}'s config.json",
+                       "copy the model folder again, or mend the file")
+    found = values.get("model_type") if isinstance(values, dict) else None
+    if not found:
+        return (f"{flag} {folder}: its config.json names no model_type; copy the model folder again, or give a "
+                "folder that save_pretrained wrote")
+    if found not in CONFIG_MAPPING_NAMES:
+        return (f"{flag} {folder}: its config.json names the model type '{found}', which transformers "
+                f"{transformers.__version__} (the last with TensorFlow models) does not know; give a model of a type "
+                "it builds (bert, roberta, xlm-roberta, electra, deberta-v2, t5, ...)")
+    return f"{flag} {folder}: its config.json cannot be read ({reason_of(error)}); copy the model folder again"
 
 
 def model_types(model_class) -> Tuple[str, ...]:
