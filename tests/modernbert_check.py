@@ -5,7 +5,9 @@ torch and transformers 5; no TensorFlow).
 pooled by cls and by mean, token classification), a model of CONFIG made by transformers 5 with perturbed weights
 (norms and biases too, so none is trivially 1 or 0), saved by `save_pretrained` in OUT_DIR/<name>/ with its
 outputs on the inputs, under eager and sdpa attention: OUT_DIR/<name>/outputs.npz (`logits_eager`, `logits_sdpa`,
-`hidden_<i>` under eager). Prints one JSON line.
+`hidden_<i>` under eager); the masked LM's also its loss on the inputs' `labels` (`loss`) and its logits at the
+labelled positions with `sparse_prediction` on (`logits_sparse`, flattened as it gives them). Prints one JSON
+line.
 
 `python modernbert_check.py check INPUTS.npz FOLDER CLASS [FOLDER CLASS ...]`: loads each folder (saved by
 TensorFlow, its logits and hidden states in FOLDER/tf_outputs.npz) under eager and sdpa attention and prints one
@@ -66,6 +68,12 @@ def make(config_path: str, inputs_path: str, out_dir: str) -> None:
             arrays[f"logits_{implementation}"] = outputs.logits.numpy()
             if implementation == "eager":
                 arrays.update({f"hidden_{index}": hidden.numpy() for index, hidden in enumerate(outputs.hidden_states)})
+        if name == "masked_lm":
+            labels = torch.tensor(np.load(inputs_path)["labels"])
+            with torch.no_grad():
+                arrays["loss"] = model(**inputs, labels=labels).loss.numpy()
+                model.sparse_prediction = True
+                arrays["logits_sparse"] = model(**inputs, labels=labels).logits.numpy()
         np.savez(os.path.join(folder, "outputs.npz"), **arrays)
     print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__, "made": list(HEADS)}))
 

@@ -32,17 +32,21 @@ HEADS = {"masked_lm": ("masked_lm", "ModernBertForMaskedLM", {}),
          "tokens": ("token_classification", "ModernBertForTokenClassification",
                     {"id2label": {index: f"tag{index}" for index in range(5)}})}
 TOLERANCE = 1e-4
+MASKED_POSITIONS = np.array([[2, 9, 15, 23], [1, 4, 12, 16], [3, 5, 7, 9]])  # real tokens, in order
 
 
 def padded_batch(path):
-    """3 rows of 24 tokens: one full, two padded (17 and 10 real tokens), each starting with the cls id."""
+    """3 rows of 24 tokens: one full, two padded (17 and 10 real tokens), each starting with the cls id; labels
+    (-100 but at MASKED_POSITIONS) for the masked LM's loss and sparse prediction."""
     rng = np.random.default_rng(0)
     input_ids = rng.integers(3, TINY["vocab_size"], (3, LENGTH))
     attention_mask = np.ones((3, LENGTH), np.int64)
     for row, real in ((1, 17), (2, 10)):
         input_ids[row, real:], attention_mask[row, real:] = 0, 0
     input_ids[:, 0] = 1
-    np.savez(path, input_ids=input_ids, attention_mask=attention_mask)
+    labels = np.full_like(input_ids, -100)
+    np.put_along_axis(labels, MASKED_POSITIONS, np.take_along_axis(input_ids, MASKED_POSITIONS, axis=1), axis=1)
+    np.savez(path, input_ids=input_ids, attention_mask=attention_mask, labels=labels)
     return input_ids, attention_mask
 
 
@@ -87,6 +91,17 @@ def test_weights_made_by_transformers_5_give_its_logits_and_hidden_states_here(t
                                                                              attention_mask)).max()
             assert difference < TOLERANCE, (name, index, difference)
     assert model.config.classifier_pooling == "cls"  # read back from the folder transformers 5 wrote
+    import tensorflow as tf
+
+    masked_lm, theirs = from_pretrained(str(tmp_path / "made" / "masked_lm"))[0], np.load(
+        tmp_path / "made" / "masked_lm" / "outputs.npz")
+    labels = np.load(tmp_path / "inputs.npz")["labels"]
+    loss = masked_lm(input_ids=tf.constant(input_ids), attention_mask=tf.constant(attention_mask),
+                     labels=tf.constant(labels)).loss.numpy()
+    assert abs(float(loss[0]) - float(theirs["loss"])) < TOLERANCE  # transformers TF losses are [1]
+    sparse = masked_lm(input_ids=tf.constant(input_ids), attention_mask=tf.constant(attention_mask),
+                       masked_positions=tf.constant(MASKED_POSITIONS)).logits.numpy()
+    assert np.abs(sparse.reshape(-1, TINY["vocab_size"]) - theirs["logits_sparse"]).max() < TOLERANCE
     assert from_pretrained(str(tmp_path / "made" / "classifier_mean"), HEADS["classifier_mean"][0])[0] \
         .config.classifier_pooling == "mean"
 

@@ -74,6 +74,7 @@ class ModernBertConfig:
     sparse_pred_ignore_index: int = -100
     tie_word_embeddings: bool = True
     extra: Dict[str, Any] = field(default_factory=dict)
+    tf_legacy_loss = False  # read by transformers' TF loss mixins (not a field: transformers 5 has no such key)
 
     def __post_init__(self):
         if not self.layer_types:

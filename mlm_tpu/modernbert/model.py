@@ -8,7 +8,8 @@ takes transformers' inputs (`input_ids`, `attention_mask`), plus:
   restart (masks.py);
 - `position_ids`, to give the positions outright, as transformers' models take them;
 - the masked LM's `masked_positions` [batch, slots]: the head and decoder run at those positions only (the sparse
-  prediction of mlm/sparse_head.py and ModernBERT's own `sparse_prediction`), giving logits [batch, slots, vocab].
+  prediction of mlm/sparse_head.py and ModernBERT's own `sparse_prediction`), giving logits [batch, slots, vocab];
+- `labels`: the loss transformers' TF classes compute (their hf_compute_loss), in `.loss`.
 Outputs are transformers' TF output classes (`.logits`, `.hidden_states`: the embeddings' output, then each
 layer's, the last one after the final norm, as transformers 5 records them).
 """
@@ -19,6 +20,8 @@ import tensorflow as tf
 import tf_keras as keras
 from transformers.modeling_tf_outputs import (TFBaseModelOutput, TFMaskedLMOutput, TFSequenceClassifierOutput,
                                               TFTokenClassifierOutput)
+from transformers.modeling_tf_utils import (TFMaskedLanguageModelingLoss, TFSequenceClassificationLoss,
+                                            TFTokenClassificationLoss)
 
 from mlm_tpu.modernbert import masks
 from mlm_tpu.modernbert.config import GLOBAL, LOCAL, ModernBertConfig
@@ -82,6 +85,10 @@ class ModernBertPreTrainedModel(keras.Model):
         return self.model(inputs["input_ids"], **{name: inputs.get(name) for name in INPUTS[1:]},
                           training=training, output_hidden_states=output_hidden_states)
 
+    def loss_of(self, inputs: Dict[str, tf.Tensor], logits: tf.Tensor) -> Optional[tf.Tensor]:
+        """The head's transformers TF loss (its hf_compute_loss) where the inputs hold labels."""
+        return None if inputs.get("labels") is None else self.hf_compute_loss(inputs["labels"], logits)
+
     def dummy_inputs_for_build(self) -> Dict[str, tf.Tensor]:
         return {"input_ids": tf.zeros([1, 2], tf.int32), "attention_mask": tf.ones([1, 2], tf.int32)}
 
@@ -105,8 +112,9 @@ class ModernBertEncoder(ModernBertPreTrainedModel):
         return self.encode(inputs, training, output_hidden_states)
 
 
-class ModernBertForMaskedLM(ModernBertPreTrainedModel):
-    """The encoder, `head` and the `decoder` (tied to the token embeddings, with its bias)."""
+class ModernBertForMaskedLM(TFMaskedLanguageModelingLoss, ModernBertPreTrainedModel):
+    """The encoder, `head` and the `decoder` (tied to the token embeddings, with its bias); with `labels`, the loss
+    of transformers' TF masked LMs (the mean over the labels that are not -100)."""
 
     architecture = "ModernBertForMaskedLM"
 
@@ -120,14 +128,15 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         return self.decoder(self.head(hidden_states))
 
     def call(self, input_ids=None, attention_mask=None, document_ids=None, position_ids=None,
-             masked_positions=None, training=False, output_hidden_states=False):
+             masked_positions=None, labels=None, training=False, output_hidden_states=False):
         inputs = inputs_of(input_ids, attention_mask=attention_mask, document_ids=document_ids,
-                           position_ids=position_ids, masked_positions=masked_positions)
+                           position_ids=position_ids, masked_positions=masked_positions, labels=labels)
         outputs = self.encode(inputs, training, output_hidden_states)
         hidden_states = outputs.last_hidden_state
         if inputs.get("masked_positions") is not None:
             hidden_states = tf.gather(hidden_states, inputs["masked_positions"], batch_dims=1)
-        return TFMaskedLMOutput(logits=self.lm_head(hidden_states), hidden_states=outputs.hidden_states)
+        logits = self.lm_head(hidden_states)
+        return TFMaskedLMOutput(loss=self.loss_of(inputs, logits), logits=logits, hidden_states=outputs.hidden_states)
 
 
 class ModernBertClassifier(ModernBertPreTrainedModel):
@@ -145,16 +154,17 @@ class ModernBertClassifier(ModernBertPreTrainedModel):
     def classified(self, hidden_states: tf.Tensor, attention_mask: Optional[tf.Tensor]) -> tf.Tensor:
         raise NotImplementedError
 
-    def call(self, input_ids=None, attention_mask=None, position_ids=None, training=False,
+    def call(self, input_ids=None, attention_mask=None, position_ids=None, labels=None, training=False,
              output_hidden_states=False):
-        inputs = inputs_of(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        inputs = inputs_of(input_ids, attention_mask=attention_mask, position_ids=position_ids, labels=labels)
         outputs = self.encode(inputs, training, output_hidden_states)
         classified = self.classified(outputs.last_hidden_state, inputs.get("attention_mask"))
         logits = self.classifier(self.drop(self.head(classified), training=training))
-        return self.output_class(logits=logits, hidden_states=outputs.hidden_states)
+        return self.output_class(loss=self.loss_of(inputs, logits), logits=logits,
+                                 hidden_states=outputs.hidden_states)
 
 
-class ModernBertForSequenceClassification(ModernBertClassifier):
+class ModernBertForSequenceClassification(TFSequenceClassificationLoss, ModernBertClassifier):
     """classifier_pooling `cls` (the first position) or `mean` (over the attention mask), then the head."""
 
     architecture = "ModernBertForSequenceClassification"
@@ -173,7 +183,7 @@ def pool(hidden_states: tf.Tensor, attention_mask: Optional[tf.Tensor], pooling:
     return tf.reduce_sum(hidden_states * weights, axis=1) / tf.reduce_sum(weights, axis=1)
 
 
-class ModernBertForTokenClassification(ModernBertClassifier):
+class ModernBertForTokenClassification(TFTokenClassificationLoss, ModernBertClassifier):
     """The head and classifier at every position."""
 
     architecture = "ModernBertForTokenClassification"
