@@ -53,7 +53,7 @@ RUN_INFO_FILE = "training_args.json"  # a training run's config (replayable with
 BEST_RECORD = "best_model.json"  # a training run's best epoch: its step and scores
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "spiece.model", "vocab.json", "merges.txt", "vocab.txt")  # the last three: RoBERTa's and BERT's
-TOKENIZER_FOLDER = Layout((*TOKENIZER_FILES, "tokenizer_training.json", "README.md"))
+TOKENIZER_FOLDER = Layout((*TOKENIZER_FILES, "tokenizer_training.json", "tokenizer_extension.json", "README.md"))
 MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", "tf_model.h5.index.json",
                        "model*.safetensors", "model.safetensors.index.json", *TOKENIZER_FILES, "README.md",
                        "loss.png", RUN_INFO_FILE, BEST_RECORD,

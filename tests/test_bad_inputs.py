@@ -220,6 +220,46 @@ def encode_truncated_tokenizer_json(inputs):
     return ["encode", "--tokenizer", str(folder), "some text"]
 
 
+def extend_flags(inputs: Inputs, *extra: str, tokenizer=None) -> List[str]:
+    return ["extend", "--tokenizer", str(tokenizer or inputs.tokenizer), "--output-dir", str(inputs.tmp / "ext"), *extra]
+
+
+@row("tokenizer", "--num-new-pieces 500", "more than the corpus yields", "at most", absent=("ext",))
+def extend_with_more_pieces_than_the_corpus_yields(inputs):
+    corpus = text_file(inputs, "c.txt", "The hedgehogs and the gammarus of Pennsylvania.\n" * 5)
+    return extend_flags(inputs, "--text-files", str(corpus), "--num-new-pieces", "500")
+
+
+@row("tokenizer", "BPE with dropout 0.1", "differently from call to call", absent=("ext",))
+def extend_a_bpe_with_dropout(inputs):
+    folder = inputs.copy(REPO_ROOT / "tests" / "fixtures" / "transformers-5" / "bpe-source", "dropout")
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    data["model"]["dropout"] = 0.1
+    (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    return extend_flags(inputs, "--new-pieces-file", str(text_file(inputs, "w.txt", "hedgehog\n")), tokenizer=folder)
+
+
+@row("tokenizer", "--new-pieces-file", "does not exist", absent=("ext",))
+def extend_with_a_missing_pieces_file(inputs):
+    return extend_flags(inputs, "--new-pieces-file", str(inputs.tmp / "missing.txt"))
+
+
+@row("tokenizer", "--new-pieces-file", "'two words' is not one word", absent=("ext",))
+def extend_with_two_words_on_a_line(inputs):
+    return extend_flags(inputs, "--new-pieces-file", str(text_file(inputs, "w.txt", "hedgehog\ntwo words\n")))
+
+
+@row("tokenizer", "give one of --num-new-pieces", absent=("ext",))
+def extend_with_neither_a_count_nor_a_file(inputs):
+    return extend_flags(inputs, "--text-files", str(text_file(inputs, "c.txt", "some text\n")))
+
+
+@row("tokenizer", "--tokenizer", "not a tokenizer folder", absent=("ext",))
+def extend_a_missing_tokenizer(inputs):
+    return extend_flags(inputs, "--num-new-pieces", "5", "--text-files", str(text_file(inputs, "c.txt", "some text\n")),
+                        tokenizer=inputs.tmp / "nowhere")
+
+
 # --- shard ---------------------------------------------------------------------------------------------------------
 
 @row("shard", "tokenizer.json", "not a valid", absent=("out",))

@@ -1,4 +1,4 @@
-"""`python -m mlm_tpu.tokenizer {train,encode}` (also `mlm-tpu tokenizer ...`)."""
+"""`python -m mlm_tpu.tokenizer {train,encode,extend}` (also `mlm-tpu tokenizer ...`)."""
 
 import argparse
 import json
@@ -6,13 +6,15 @@ from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_corpus_flags, add_flag
 from mlm_tpu.cli.inputs import read_texts
-from mlm_tpu.tokenizer import encode, training
+from mlm_tpu.tokenizer import encode, extension, training
+from mlm_tpu.tokenizer.extension import DEFAULT_MIN_FREQUENCY, TokenizerExtensionConfig, extend_tokenizer
 from mlm_tpu.tokenizer.families import FAMILIES, TEMPLATE_NAMES
 from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.tokenizer.templates import NORMALIZATIONS
 from mlm_tpu.tokenizer.training import DEFAULT_VOCAB_SIZE, TokenizerTrainingConfig, train_tokenizer
 
 TRAIN_FLAGS = ConfigFlags(TokenizerTrainingConfig)
+EXTEND_FLAGS = ConfigFlags(TokenizerExtensionConfig)
 
 
 def add_train_flags(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +81,40 @@ def add_encode_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("texts", nargs="*", help="Texts to encode (default: one per line on stdin).")
 
 
+def add_extend_flags(parser: argparse.ArgumentParser) -> None:
+    add_corpus_flags(EXTEND_FLAGS, parser)
+    group = parser.add_argument_group("extension")
+    EXTEND_FLAGS.add(group, "--tokenizer", "--tokenizer-name-or-path",
+                     help="The base: a tokenizer folder (WordPiece, BPE or Unigram; saved by transformers 4 or 5), a "
+                          "model folder or a Hub name. Its pieces keep their ids.")
+    EXTEND_FLAGS.add(group, "--num-new-pieces", type=int, metavar="N",
+                     help="Add the N words of the corpus that save the most pieces: frequency x (pieces the base "
+                          "cuts them into - 1). With BPE, the merge steps a word needs count among the N. Give this "
+                          "or --new-pieces-file.")
+    EXTEND_FLAGS.add(group, "--new-pieces-file", metavar="FILE",
+                     help="Add these words instead, one a line, as written in text (each must be one word to the "
+                          "base's pre-tokenizer, cut into two pieces or more); a corpus is then optional, for the "
+                          "before-and-after figures.")
+    EXTEND_FLAGS.add(group, "--min-frequency", type=int,
+                     help=f"Corpus words seen fewer times are not candidates (default: {DEFAULT_MIN_FREQUENCY}).")
+    EXTEND_FLAGS.add(group, "--pad-to-multiple-of", type=int, metavar="M",
+                     help="Round the vocabulary up to a multiple of M (64 keeps TPU matmuls aligned) with padding "
+                          "pieces '[unused N]' that no text reaches (default: no padding).")
+    EXTEND_FLAGS.add(group, "--output-dir", required=True,
+                     help="Folder to save the extended tokenizer in, with tokenizer_extension.json (the new pieces, "
+                          "how the base cut each, pieces per word before and after). A tokenizer already there is "
+                          "refused, unless --overwrite.")
+    EXTEND_FLAGS.add(group, "--overwrite", "--overwrite-output-dir", action="store_true",
+                     help="Replace the tokenizer files an earlier mlm_tpu command wrote in --output-dir. A file "
+                          "mlm_tpu did not write (or that was changed since) is never replaced, even so.")
+
+
 def run_train(args: argparse.Namespace) -> None:
     train_tokenizer(TRAIN_FLAGS.build(args))
+
+
+def run_extend(args: argparse.Namespace) -> None:
+    extend_tokenizer(EXTEND_FLAGS.build(args))
 
 
 def run_encode(args: argparse.Namespace) -> None:
@@ -99,10 +133,12 @@ def run_encode(args: argparse.Namespace) -> None:
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Train a tokenizer (Unigram, byte-level BPE or "
-                                                            "WordPiece), or look at how one encodes text.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,encode}")
+                                                            "WordPiece), look at how one encodes text, or extend one "
+                                                            "with new pieces.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,encode,extend}")
     for name, module, add_flags, run in (("train", training, add_train_flags, run_train),
-                                         ("encode", encode, add_encode_flags, run_encode)):
+                                         ("encode", encode, add_encode_flags, run_encode),
+                                         ("extend", extension, add_extend_flags, run_extend)):
         sub = commands.add_parser(name, help=module.__doc__.splitlines()[0], description=module.__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         add_flags(sub)

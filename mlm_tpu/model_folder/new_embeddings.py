@@ -1,0 +1,90 @@
+"""The rows a checkpoint's embeddings (and its masked-LM head's output bias) gain for the pieces an extended tokenizer
+adds (`mlm-tpu tokenizer extend`), each initialised by one rule (`--new-embeddings`):
+
+- `mean-of-pieces` (the default): the mean of the old rows of the pieces the base tokenizer cuts the new piece into
+  (its model's cut of the piece as written, which is how it cut the word in text), and the same for the output
+  bias: Hewitt 2021, FOCUS's and WECHSEL's starting point. A new word starts where the model read it before.
+- `mean`: the mean of all old rows (and of the old biases), as 🤗 PyTorch's `mean_resizing` centres them.
+- `random`: a truncated normal of the config's initializer_range and a zero bias, as transformers 4.57's TensorFlow
+  `resize_token_embeddings` draws them (seeded here, so a run is repeatable).
+
+Padding pieces (`[unused N]`, which no text reaches) get the mean of all rows and the lowest old bias under the two
+mean rules: never read, and as unlikely to be predicted as the least likely old piece.
+
+Examples:
+    >>> import numpy as np
+    >>> embeddings = np.array([[0.0, 0.0], [2.0, 4.0], [4.0, 8.0]], dtype=np.float32)
+    >>> rows, bias = resized(embeddings, np.array([0.0, 1.0, 3.0]), {3: [1, 2], 4: []}, "mean-of-pieces")
+    >>> rows[3].tolist(), float(bias[3]), rows[4].tolist(), float(bias[4])
+    ([3.0, 6.0], 2.0, [2.0, 4.0], 0.0)
+"""
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from mlm_tpu.tokenizer.extension import PADDING_PIECE, check_extension
+
+RULES = ("mean-of-pieces", "mean", "random")
+DEFAULT_RULE = "mean-of-pieces"
+DEFAULT_INITIALIZER_RANGE = 0.02  # transformers' default where a config names none
+PADDING = re.compile(re.escape(PADDING_PIECE).replace(r"\{\}", r"\d+"))
+
+
+def base_cuts(base, extended) -> Dict[int, List[int]]:
+    """For each id `extended` adds to `base` (refused unless it extends it: check_extension), the ids of the pieces
+    `base` cuts the new piece into; [] for a padding piece."""
+    model = base.backend_tokenizer.model
+    in_model = extended.backend_tokenizer.get_vocab(with_added_tokens=False)
+    cuts = {}
+    for index in check_extension(base, extended):
+        piece = extended.convert_ids_to_tokens(index)
+        if PADDING.fullmatch(piece):
+            cuts[index] = []
+        elif piece in in_model:
+            cuts[index] = [token.id for token in model.tokenize(piece)]
+        else:  # an added token (transformers' add_tokens): the base's encoding of its text
+            cuts[index] = base(piece, add_special_tokens=False)["input_ids"]
+    return cuts
+
+
+def _random_rows(count: int, width: int, initializer_range: float, seed: int) -> np.ndarray:
+    import tf_keras as keras
+
+    initializer = keras.initializers.TruncatedNormal(stddev=initializer_range, seed=seed)
+    return initializer(shape=(count, width)).numpy()
+
+
+def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE,
+            initializer_range: float = DEFAULT_INITIALIZER_RANGE,
+            seed: int = 0) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """The embedding matrix (and output bias) with a row for every id of `cuts` (base_cuts), initialised by `rule`;
+    old rows as they were. The matrix keeps rows it had past the base's ids (a checkpoint padded to a multiple)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
+    old_rows = embeddings.shape[0]
+    size = max([old_rows] + [index + 1 for index in cuts])
+    rows = np.concatenate([embeddings, np.zeros((size - old_rows, embeddings.shape[1]), embeddings.dtype)])
+    biases = None if bias is None else np.concatenate([bias, np.zeros(size - old_rows, bias.dtype)])
+    ids = sorted(cuts)
+    if rule == "random":
+        rows[ids] = _random_rows(len(ids), embeddings.shape[1], initializer_range, seed).astype(embeddings.dtype)
+        if biases is not None:
+            biases[ids] = 0.0
+        return rows, biases
+    mean_row = embeddings.astype(np.float64).mean(axis=0)
+    for index in ids:
+        pieces = cuts[index]
+        if rule == "mean-of-pieces" and pieces:
+            rows[index] = embeddings[pieces].astype(np.float64).mean(axis=0)
+        else:
+            rows[index] = mean_row
+        if biases is not None:
+            if not pieces:
+                biases[index] = bias.min()
+            elif rule == "mean-of-pieces":
+                biases[index] = bias[pieces].astype(np.float64).mean()
+            else:
+                biases[index] = bias.astype(np.float64).mean()
+    return rows, biases

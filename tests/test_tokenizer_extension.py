@@ -1,0 +1,184 @@
+"""`tokenizer extend`: new pieces after the base's ids, every old encoding kept where no new piece is (on WikiText, for
+WordPiece, byte-level BPE and Unigram), the folder loading in transformers 4.57 and 5 with the same ids, the check
+a continued run makes of an extended tokenizer, and the new embedding rows' rule (model_folder/new_embeddings.py)."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlm_tpu
+from conftest import REPO_ROOT, pytorch_python
+from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.new_embeddings import base_cuts, resized
+from mlm_tpu.tokenizer.extension import check_extension, segments
+from mlm_tpu.tokenizer.load import load_tokenizer
+from tokenizer_check import encodings
+
+SAVED_BY_5 = REPO_ROOT / "tests" / "fixtures" / "transformers-5"
+NEW_PIECES = 150
+
+
+@pytest.fixture(scope="module")
+def sentences(wikitext_path):
+    """WikiText-2 validation cut into sentences: short texts, many of them without any new piece."""
+    lines = [line.strip() for line in wikitext_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [sentence for line in lines for sentence in re.split(r"(?<= \.) ", line) if sentence.strip()]
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory, wikitext_path, wikitext_tokenizer, in_process_module):
+    """{family: (base folder, extended folder, what the command printed)}: each base extended by the real command with
+    the NEW_PIECES words of WikiText that save the most pieces, padded to a multiple of 64."""
+    root = tmp_path_factory.mktemp("extended")
+    bases = {"unigram": wikitext_tokenizer[0]}
+    for algorithm in ("wordpiece", "bpe"):
+        bases[algorithm] = Path(mlm_tpu.train_tokenizer(str(root / algorithm), text_files=[str(wikitext_path)],
+                                                        vocab_size=2000, algorithm=algorithm))
+    made = {}
+    for family, base in bases.items():
+        result = in_process_module("tokenizer", "extend", "--tokenizer", base, "--text-files", wikitext_path,
+                                   "--num-new-pieces", NEW_PIECES, "--pad-to-multiple-of", 64,
+                                   "--output-dir", root / f"{family}-extended")
+        assert result.returncode == 0, result.stderr
+        made[family] = (base, root / f"{family}-extended", result.stderr + result.stdout)
+    return made
+
+
+@pytest.fixture(scope="module")
+def in_process_module():
+    """The `in_process` fixture's run, for a module-scoped fixture (no capsys there: the output is captured here)."""
+    import contextlib
+    import io
+
+    from mlm_tpu.cli import run_command
+    from mlm_tpu.cli.main import main
+
+    def run(command, *arguments):
+        argv = [command, *map(str, arguments)]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_command(main, argv)
+                code = 0
+            except SystemExit as stop:
+                code = stop.code or 0
+        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "bpe", "unigram"])
+def test_text_without_a_new_piece_encodes_to_the_same_ids_and_the_new_words_stay_whole(family, extended, sentences):
+    base_folder, folder, printed = extended[family]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    info = json.loads((folder / "tokenizer_extension.json").read_text(encoding="utf-8"))
+    new_ids = set(check_extension(base, ext))
+    assert len(ext) % 64 == 0 and new_ids == set(range(len(base), len(ext)))
+    assert len(info["new_pieces"]) == NEW_PIECES and len(info["new_pieces"]) + len(info["padding"]) == len(new_ids)
+    assert info["pieces_per_word"]["after"] < info["pieces_per_word"]["before"]
+    assert re.search(r"Pieces per word on the corpus \(.* words\): [0-9.]+ before, [0-9.]+ after", printed)
+
+    old, new = base(sentences)["input_ids"], ext(sentences)["input_ids"]
+    without = [index for index, ids in enumerate(new) if not new_ids & set(ids)]
+    assert 200 < len(without) < len(sentences) - 200  # both kinds, in numbers
+    assert all(old[index] == new[index] for index in without)
+    # the same, said of the text: no word holding a new piece's text (WordPiece: beginning with one)
+    pieces = [entry["piece"] for entry in info["new_pieces"]]
+    def holds(word):
+        return any(word.startswith(piece) if family == "wordpiece" else piece in word for piece in pieces)
+    plain = [index for index, sentence in enumerate(sentences) if not any(map(holds, segments(base, sentence)))]
+    assert len(plain) > 200 and all(old[index] == new[index] for index in plain)
+    # every word added is one id now, and no text reaches a padding piece
+    for entry in info["new_pieces"]:
+        if entry["kind"] == "word":
+            text = (" " if entry["piece"].startswith("Ġ") else "") + entry["text"]  # Ġword: a word after a space
+            assert ext(text, add_special_tokens=False)["input_ids"] == [entry["id"]], entry
+    padding = {entry["id"] for entry in info["padding"]}
+    assert padding and not any(padding & set(ids) for ids in new)
+
+
+def test_transformers_4_and_5_load_the_extended_folders_with_the_same_ids(extended, sentences, tmp_path):
+    python = pytorch_python()
+    texts = sentences[:40] + ["Hedgehog in Pennsylvania, 1990.", ["First part.", "Second part."]]
+    (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+    names = list(extended)
+    result = subprocess.run([python, str(Path(__file__).parent / "tokenizer_check.py"), str(tmp_path / "texts.json"),
+                             *(str(extended[name][1]) for name in names)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, line in zip(names, result.stdout.strip().splitlines()[-len(names):]):
+        theirs, ours = json.loads(line), encodings(str(extended[name][1]), texts)
+        for key in ("ids", "token_type_ids", "decoded", "pad_token_id", "mask_token_id"):
+            assert theirs[key] == ours[key], (name, key, theirs["transformers"])
+        assert max(max(ids) for ids in ours["ids"]) >= len(load_tokenizer(str(extended[name][0])))  # new ids in use
+
+
+@pytest.mark.parametrize("name", ["bpe", "unigram"])
+def test_a_folder_saved_by_transformers_5_takes_the_words_of_a_file_in_its_order(name, in_process, tmp_path):
+    words_file = tmp_path / "words.txt"
+    words_file.write_text("photosynthesis\nmitochondria\nphotosynthesis\n", encoding="utf-8")
+    result = in_process("tokenizer", "extend", "--tokenizer", SAVED_BY_5 / name, "--new-pieces-file", words_file,
+                        "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    base, ext = load_tokenizer(str(SAVED_BY_5 / name)), load_tokenizer(str(tmp_path / "out"))
+    info = json.loads((tmp_path / "out" / "tokenizer_extension.json").read_text(encoding="utf-8"))
+    kept = [entry for entry in info["new_pieces"] if entry["kind"] == "word"]
+    assert [entry["text"] for entry in kept] == ["photosynthesis", "mitochondria"]
+    assert check_extension(base, ext) == list(range(len(base), len(ext)))
+    for entry in kept:
+        assert ext(" " + entry["text"], add_special_tokens=False)["input_ids"] == [entry["id"]]
+    text = "The statement is simple, and it is the same as before."
+    assert ext(text)["input_ids"] == base(text)["input_ids"]
+
+
+def test_check_extension_refuses_a_moved_piece_and_another_tokenizer(extended, tmp_path):
+    base_folder, folder, _ = extended["wordpiece"]
+    base = load_tokenizer(str(base_folder))
+    moved = tmp_path / "moved"
+    shutil.copytree(folder, moved)
+    data = json.loads((moved / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    first, second = [piece for piece, index in vocab.items() if index in (100, 101)]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    (moved / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    (moved / "vocab.txt").unlink()
+    with pytest.raises(UserError, match="changes the id of 2 of"):
+        check_extension(base, load_tokenizer(str(moved)))
+    with pytest.raises(UserError, match="is not an extension of"):
+        check_extension(base, load_tokenizer(str(extended["bpe"][1])))
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "bpe", "unigram"])
+def test_each_new_row_is_the_mean_of_the_rows_of_the_pieces_the_base_cuts_its_text_into(family, extended):
+    base_folder, folder, _ = extended[family]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    info = json.loads((folder / "tokenizer_extension.json").read_text(encoding="utf-8"))
+    random = np.random.default_rng(0)
+    embeddings = random.normal(size=(len(base), 16)).astype(np.float32)
+    bias = random.normal(size=len(base)).astype(np.float32)
+    cuts = base_cuts(base, ext)
+    rows, biases = resized(embeddings, bias, cuts, "mean-of-pieces")
+    assert rows.shape == (len(ext), 16) and np.array_equal(rows[:len(base)], embeddings)
+    spelled = [entry for entry in info["new_pieces"] if "\ufffd" not in entry["text"]]  # not part of a character
+    assert len(spelled) > NEW_PIECES * 0.9
+    for entry in spelled:
+        # the base's own encoding of the piece's text, as a user would cut it (BPE: the word after a space)
+        text = (" " if entry["piece"].startswith("Ġ") else "") + entry["text"]
+        pieces = base(text, add_special_tokens=False)["input_ids"]
+        assert len(pieces) >= 2
+        np.testing.assert_allclose(rows[entry["id"]], embeddings[pieces].mean(axis=0), atol=1e-6)
+        np.testing.assert_allclose(biases[entry["id"]], bias[pieces].mean(), atol=1e-6)
+    for entry in info["padding"]:
+        np.testing.assert_allclose(rows[entry["id"]], embeddings.mean(axis=0), atol=1e-6)
+        assert biases[entry["id"]] == bias.min()
+    means, mean_biases = resized(embeddings, bias, cuts, "mean")
+    np.testing.assert_allclose(means[len(base):len(base) + NEW_PIECES], np.tile(embeddings.mean(axis=0),
+                                                                                (NEW_PIECES, 1)), atol=1e-6)
+    drawn, zeros = resized(embeddings, bias, cuts, "random", initializer_range=0.02, seed=3)
+    new = drawn[len(base):]
+    assert np.abs(new).max() <= 0.04 and 0.01 < new.std() < 0.02 and not zeros[len(base):].any()
+    assert np.array_equal(drawn, resized(embeddings, bias, cuts, "random", initializer_range=0.02, seed=3)[0])
