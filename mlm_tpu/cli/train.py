@@ -23,7 +23,7 @@ from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.delta import METHODS
 from mlm_tpu.shards.format import check_local_shards
-from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, task_from_head
+from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, check_settings, task_from_head
 from mlm_tpu.training.cluster import check_cluster
 from mlm_tpu.training.settings import MaskingSettings
 
@@ -85,6 +85,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") ->
     args = build_parser(prog).parse_args(argv)
     config = build_config(args)
     check_cluster(config.hardware)  # TF_CONFIG, before TensorFlow loads
+    check_settings(config)  # another task's or method's flag, said first as the trainer says it
     for flag, location in (*(("--train-dataset", name) for name in config.train_datasets),
                            ("--eval-dataset", config.eval_dataset)):
         if location:
