@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
 from mlm_tpu.configuration import setting
+from mlm_tpu.training.settings import MaskingSettings
 
 MAX_SEED = 2**31 - 1
 OPTIMIZERS = ("adamw", "adafactor", "stableadamw")  # --optimizer (training/optimizers.py)
@@ -276,17 +277,14 @@ class TrunkConfig:
 
 
 @dataclass
-class EvaluationConfig:
-    """What `python -m mlm_tpu.evaluate` does; the flags of the same names fill it."""
+class EvaluationConfig(MaskingSettings):
+    """What `python -m mlm_tpu.evaluate` does; the flags of the same names fill it (a masked LM's masking: those of
+    MaskingSettings)."""
 
     model: str  # the trained model: train.py's --output-dir, a save_pretrained folder or a Hub name
     eval_dataset: str  # folder (local or gs://) of shards to evaluate on
     base_model: Optional[str] = None  # an adapter folder's base (None: its adapter_config.json's)
     max_length: Optional[int] = setting(None, low=8)  # checked against the shards (None: what they hold)
     per_replica_batch_size: int = setting(8, low=1, changes_result=False)  # the global batch is what must not change  # masks depend on it: compare runs made with the same
-    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm (0.15)
-    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token)
-    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm (0.8)
-    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm (0.1)
     seed: int = setting(42, low=0, high=MAX_SEED)  # of the masks (or spans)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)

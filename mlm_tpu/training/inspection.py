@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 from mlm_tpu.configuration import check_ranges, setting
 from mlm_tpu.errors import UserError
 from mlm_tpu.shards.format import IGNORE_INDEX
+from mlm_tpu.training.settings import MaskingSettings
 
 if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --help` needs neither
     from mlm_tpu.shards.kinds import ShardKinds
@@ -21,16 +22,12 @@ if TYPE_CHECKING:  # task.py reads shards, which loads TensorFlow: `inspect --he
 
 
 @dataclass
-class InspectionConfig:
-    """What `python -m mlm_tpu.inspect` shows."""
+class InspectionConfig(MaskingSettings):
+    """What `python -m mlm_tpu.inspect` shows (a masked LM's masks: as MaskingSettings' fields say)."""
 
     dataset: str  # a split's folder (local or gs://)
     tokenizer: str  # the tokenizer the shards were made with
     num_examples: int = setting(3, low=1, high=1000)
-    mlm_probability: Optional[float] = setting(None, low=0, high=1, low_open=True, high_open=True)  # mlm: 0.15
-    masking: Optional[str] = None  # mlm: token | whole-word | span (None: token)
-    mask_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.8
-    random_replace_prob: Optional[float] = setting(None, low=0, high=1)  # mlm: 0.1
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
     task: Optional[str] = None  # whose transform is shown (None: the first task that trains on the split's kind)
     model: Optional[str] = None  # --task electra: the output folder whose generator makes the replacements

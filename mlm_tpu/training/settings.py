@@ -3,7 +3,7 @@ that evaluation and inspection take too. Each field with `help` is a flag (cli/f
 in a help is filled in by the command: whom the flag is for.
 """
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Optional
 
 from mlm_tpu.configuration import setting
@@ -28,7 +28,10 @@ MASKINGS = ("token", "whole-word", "span")  # --masking (mlm/masking.py)
 
 @dataclass
 class MaskingSettings:
-    """How a masked LM's rows are masked (mlm/masking.py): in training, evaluation and inspection."""
+    """How a masked LM's rows are masked (mlm/masking.py): in training, evaluation and inspection, whose configs
+    (EvaluationConfig, InspectionConfig) take these fields from here."""
+
+    _: KW_ONLY  # given by name: so a config that adds its own fields (the model, the shards) takes them first
 
     mlm_probability: Optional[float] = setting(  # the share of tokens masked (None: 0.15)
         None, low=0, high=1, low_open=True, high_open=True, group="task",
