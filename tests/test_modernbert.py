@@ -145,8 +145,8 @@ def test_weights_made_here_load_in_transformers_5_with_no_missing_keys_and_the_s
 def test_a_packed_document_gets_the_logits_it_gets_alone_and_xla_compiles_the_model():
     """Three documents (7, 11 and 9 tokens, longer than the local window's reach) in a row of 32 with 5 padding
     tokens: each document's logits equal its own row's; without its document ids the row's tokens would see the
-    other documents (and the test would fail). The same model under XLA gives the same logits, and its sparse
-    prediction at gathered positions gives the dense logits there."""
+    other documents (and the test would fail). The same model under XLA gives the same logits, its sparse
+    prediction at gathered positions gives the dense logits there, and a training step reaches every weight."""
     import tensorflow as tf
 
     from mlm_tpu.modernbert.config import from_dict
@@ -173,10 +173,20 @@ def test_a_packed_document_gets_the_logits_it_gets_alone_and_xla_compiles_the_mo
         start += len(document)
 
     positions = tf.constant([[0, 5, 8, 20, 26]])
-    compiled = tf.function(lambda batch: model(batch).logits, jit_compile=True)
-    sparse = tf.function(lambda batch: model({**batch, "masked_positions": positions}).logits, jit_compile=True)
-    assert np.abs(compiled(inputs).numpy()[0] - logits).max() < 1e-5
-    assert np.abs(sparse(inputs).numpy()[0] - logits[positions.numpy()[0]]).max() < 1e-5
+
+    @tf.function(jit_compile=True)
+    def compiled(batch):
+        """The dense logits, and a training step's loss and gradients on the sparse head."""
+        with tf.GradientTape() as tape:
+            sparse = model({**batch, "masked_positions": positions, "labels": tf.gather(batch["input_ids"], positions,
+                                                                                        batch_dims=1)}, training=True)
+        return model(batch).logits, sparse.logits, tape.gradient(sparse.loss, model.trainable_variables)
+
+    dense, sparse, gradients = compiled(inputs)
+    assert np.abs(dense.numpy()[0] - logits).max() < 1e-5
+    assert np.abs(sparse.numpy()[0] - logits[positions.numpy()[0]]).max() < 1e-5
+    assert all(gradient is not None and np.isfinite(gradient.numpy()).all() and np.abs(gradient.numpy()).max() > 0
+               for gradient in gradients)
 
 
 def test_both_config_spellings_are_one_config_and_flops_count_the_window():
@@ -196,6 +206,29 @@ def test_both_config_spellings_are_one_config_and_flops_count_the_window():
     # a local layer attends to 2 x 4 + 1 keys (fewer at the ends); the global one to all 24
     assert attention_pairs(new, LENGTH) == LENGTH * LENGTH + 2 * (LENGTH * 9 - 2 * (4 + 3 + 2 + 1))
     assert {name: preset(name).num_hidden_layers for name in PRESETS}["modernbert-base"] == 22
+
+
+def test_under_mixed_bfloat16_the_logits_are_float32_and_near_float32s():
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from mlm_tpu.modernbert.config import from_dict
+    from mlm_tpu.modernbert.model import build
+
+    config = from_dict(NEW_SPELLING)
+    exact = build(config, "masked_lm")
+    perturb(exact, 3)
+    input_ids = tf.constant(np.random.default_rng(2).integers(3, TINY["vocab_size"], (2, LENGTH)))
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        mixed = build(config, "masked_lm")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    for ours, theirs in zip(mixed.weights, exact.weights):
+        ours.assign(theirs)
+    logits = mixed(input_ids=input_ids).logits
+    assert logits.dtype == tf.float32
+    assert np.abs(logits.numpy() - exact(input_ids=input_ids).logits.numpy()).max() < 0.1
 
 
 @pytest.mark.parametrize("change, words", [

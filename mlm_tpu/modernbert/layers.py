@@ -59,8 +59,9 @@ def initializer(config: ModernBertConfig, kind: str) -> CutoffNormal:
     return CutoffNormal(initializer_stds(config)[kind], config.initializer_cutoff_factor)
 
 
-def dense(config: ModernBertConfig, units: int, use_bias: bool, kind: str, name: str) -> keras.layers.Dense:
-    return keras.layers.Dense(units, use_bias=use_bias, kernel_initializer=initializer(config, kind), name=name)
+def dense(config: ModernBertConfig, units: int, use_bias: bool, kind: str, name: str, **kwargs) -> keras.layers.Dense:
+    return keras.layers.Dense(units, use_bias=use_bias, kernel_initializer=initializer(config, kind), name=name,
+                              **kwargs)
 
 
 def layer_norm(config: ModernBertConfig, name: str) -> keras.layers.LayerNormalization:
@@ -175,7 +176,8 @@ class ModernBertPredictionHead(keras.layers.Layer):
 
 class ModernBertDecoder(keras.layers.Layer):
     """The projection onto the vocabulary: the token embeddings' transpose when tie_word_embeddings (transformers
-    5 ties `decoder.weight` to them), else its own kernel; then its bias when decoder_bias."""
+    5 ties `decoder.weight` to them), else its own kernel; then its bias when decoder_bias. The logits are float32
+    under mixed precision too (the loss's softmax over the vocabulary wants it)."""
 
     def __init__(self, config: ModernBertConfig, embeddings: keras.layers.Embedding, **kwargs):
         super().__init__(name="decoder", **kwargs)
@@ -186,13 +188,11 @@ class ModernBertDecoder(keras.layers.Layer):
         config = self.config
         self.kernel = None if self.embeddings is not None else self.add_weight(
             "weight", shape=[config.vocab_size, config.hidden_size], initializer=initializer(config, "out"))
-        self.bias = self.add_weight("bias", shape=[config.vocab_size], initializer="zeros") \
-            if config.decoder_bias else None
+        self.bias = self.add_weight("bias", shape=[config.vocab_size], initializer="zeros",
+                                    experimental_autocast=False) if config.decoder_bias else None
         super().build(input_shape)
 
     def call(self, hidden_states):
         weight = self.embeddings.embeddings if self.embeddings is not None else self.kernel
-        logits = tf.einsum("...h,vh->...v", hidden_states, tf.cast(weight, hidden_states.dtype))
-        if self.bias is not None:
-            logits = logits + tf.cast(self.bias, logits.dtype)
-        return logits
+        logits = tf.cast(tf.einsum("...h,vh->...v", hidden_states, tf.cast(weight, hidden_states.dtype)), tf.float32)
+        return logits + self.bias if self.bias is not None else logits

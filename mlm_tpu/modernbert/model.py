@@ -141,7 +141,8 @@ class ModernBertForMaskedLM(TFMaskedLanguageModelingLoss, ModernBertPreTrainedMo
 
 class ModernBertClassifier(ModernBertPreTrainedModel):
     """The classification heads' shared part: what they classify (`classified`), `head`, dropout, then
-    `classifier` (always with a bias, as nn.Linear's default; its weights drawn at hidden_size^-0.5)."""
+    `classifier` (always with a bias, as nn.Linear's default; its weights drawn at hidden_size^-0.5; float32 under
+    mixed precision too, as the decoder's logits are)."""
 
     output_class = TFSequenceClassifierOutput
 
@@ -149,7 +150,7 @@ class ModernBertClassifier(ModernBertPreTrainedModel):
         super().__init__(config, **kwargs)
         self.head = ModernBertPredictionHead(config)
         self.drop = keras.layers.Dropout(config.classifier_dropout, name="drop")
-        self.classifier = dense(config, config.num_labels, True, "final_out", "classifier")
+        self.classifier = dense(config, config.num_labels, True, "final_out", "classifier", dtype="float32")
 
     def classified(self, hidden_states: tf.Tensor, attention_mask: Optional[tf.Tensor]) -> tf.Tensor:
         raise NotImplementedError
