@@ -1,5 +1,6 @@
 """The dependency rule of DESIGN.md, checked on the source: base helpers <- corpus <- tokenizer <- shards <-
-model_folder <- training <- product lines <- the registry of tasks <- downstream <- api <- cli.
+hand-written model families (modernbert) <- model_folder <- training <- product lines <- the registry of tasks <-
+downstream <- api <- cli.
 
 Every module of mlm_tpu has one place in LAYERS, and every import of one module by another (at the top, inside
 functions, relative, and modules named in strings for importlib) is an arrow of the import graph. The graph has
