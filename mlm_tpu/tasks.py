@@ -1,17 +1,8 @@
 """The tasks mlm_tpu trains, called by one word each in every command, and the plug-in that runs each.
 
-| task            | shards (`shard --task`) | model                  | validation each epoch                       |
-|-----------------|-------------------------|------------------------|---------------------------------------------|
-| mlm             | mlm                     | RoBERTa, from scratch  | masked-LM loss, perplexity, masked accuracy |
-| electra         | mlm                     | ELECTRA generator and  | both models' loss and accuracy, replaced    |
-|                 |                         | discriminator, scratch | tokens' precision and recall                |
-| span-corruption | span-corruption         | T5, from scratch       | target loss, perplexity, token accuracy     |
-| classification  | text2text               | T5                     | accuracy, macro F1, per-class P/R/F1        |
-| generation      | text2text               | T5                     | exact match, token F1, ROUGE-1/2/L          |
-| sequence-       | sequence-classification | any encoder (BERT,     | accuracy, macro F1, Matthews correlation;   |
-|  classification |                         |  RoBERTa, ELECTRA...)  |  Pearson, Spearman (regression)             |
-| token-          | token-classification    | any encoder            | entity precision/recall/F1 (seqeval)        |
-|  classification |                         |                        |                                             |
+What each task is, in words (TaskWords: the model, its shards, how it starts, its validation), is declared here
+with it: `task_table()` is the README's table of tasks and `task_help()` is `train --task`'s help, made from those
+words, so neither is written by hand.
 
 The trainer's old `--head mlm|t5` is still accepted: mlm is --task mlm, t5 needs a T5 task.
 
@@ -42,6 +33,22 @@ from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.task import Head
 
 
+# how a task starts, as the tables say it: a pretraining task (TaskWords.pretrains) or one that fine-tunes
+STARTS = {True: "from scratch, or continuing a checkpoint (--model-name-or-path)",
+          False: "fine-tuning --model-name-or-path, or from scratch"}
+
+
+@dataclass(frozen=True)
+class TaskWords:
+    """What the table of tasks and `--task`'s help say of a task."""
+
+    model: str  # what it trains
+    shards: str  # what a row of its shards holds
+    scores: str  # its validation each epoch
+    pretrains: bool = False  # from scratch, or continuing a checkpoint (its plug-in's validates_before_training)
+    more: str = ""  # what --help adds
+
+
 @dataclass(frozen=True)
 class TaskDeclaration:
     """Everything the shared code knows of a task: its plug-in (module, class of a training.task.Task), its settings
@@ -51,6 +58,7 @@ class TaskDeclaration:
     plug_in: Tuple[str, str]
     settings: type
     shard_kind: str
+    words: TaskWords
     head: Optional[Head] = None
 
     @staticmethod
@@ -60,19 +68,34 @@ class TaskDeclaration:
 
 
 TASKS_DECLARED: Dict[str, TaskDeclaration] = {
-    "mlm": TaskDeclaration(("mlm_tpu.mlm.task", "MaskedLmTask"), MaskedLmSettings, "mlm"),
-    "electra": TaskDeclaration(("mlm_tpu.electra.task", "ElectraTask"), ElectraSettings, "mlm",
-                               Head("TFElectraForPreTraining")),
+    "mlm": TaskDeclaration(("mlm_tpu.mlm.task", "MaskedLmTask"), MaskedLmSettings, "mlm", TaskWords(
+        "a masked LM (RoBERTa by default; any family transformers' TensorFlow classes build)",
+        "packed documents", "masked-LM loss, perplexity, masked accuracy", pretrains=True)),
+    "electra": TaskDeclaration(("mlm_tpu.electra.task", "ElectraTask"), ElectraSettings, "mlm", TaskWords(
+        "ELECTRA's generator and discriminator", "packed documents",
+        "both models' loss and accuracy, replaced-token precision/recall", pretrains=True,
+        more="The output folder holds the discriminator, generator/ the generator."), Head("TFElectraForPreTraining")),
     "span-corruption": TaskDeclaration(("mlm_tpu.t5.span_corruption_task", "SpanCorruptionTask"),
-                                       SpanCorruptionSettings, "span-corruption"),
+                                       SpanCorruptionSettings, "span-corruption", TaskWords(
+        "T5 (T5 1.1, mT5) by T5's objective", "raw rows, corrupted afresh each batch",
+        "target loss, perplexity, token accuracy", pretrains=True,
+        more="The noise settings are those the shards' manifest records.")),
     "classification": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), ClassificationSettings,
-                                      "text2text"),
-    "generation": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), GenerationSettings, "text2text"),
+                                      "text2text", TaskWords(
+        "T5, one class token per example", "a text and its target",
+        "accuracy, macro F1, per-class precision/recall/F1")),
+    "generation": TaskDeclaration(("mlm_tpu.t5.text2text_task", "Text2TextTask"), GenerationSettings, "text2text",
+                                  TaskWords("T5, free text (XLA-compiled generate)", "a text and its target",
+                                            "exact match, token F1, ROUGE-1/2/L")),
     "sequence-classification": TaskDeclaration(
         ("mlm_tpu.encoder.task", "SequenceClassificationTask"), SequenceClassificationSettings,
-        "sequence-classification", SEQUENCE_CLASSIFICATION),
+        "sequence-classification", TaskWords("any encoder with a class (or score) head",
+                                             "a text or a pair, and a label or score",
+                                             "accuracy, macro F1, Matthews; Pearson, Spearman (scores)"),
+        SEQUENCE_CLASSIFICATION),
     "token-classification": TaskDeclaration(
         ("mlm_tpu.encoder.task", "TokenClassificationTask"), EncoderSettings, "token-classification",
+        TaskWords("any encoder with a tag per word", "words and their tags", "entity precision, recall, F1 (seqeval)"),
         TOKEN_CLASSIFICATION),
 }
 TASKS = tuple(TASKS_DECLARED)
@@ -90,6 +113,29 @@ T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCOD
 HEADS = {declared.head.suffix: name for name, declared in TASKS_DECLARED.items() if declared.head}
 PIPELINES = {declared.head.pipeline_tag: name for name, declared in TASKS_DECLARED.items()
              if declared.head and declared.head.pipeline_tag}
+
+
+def task_table() -> str:
+    """The table of tasks (Markdown), from their declared words: the README's."""
+    rows = [f"| `{name}`{_default(name)} | `{declared.shard_kind}`: {words.shards} | {words.model} | "
+            f"{STARTS[words.pretrains]} | {words.scores} |"
+            for name, declared in TASKS_DECLARED.items() for words in [declared.words]]
+    return "\n".join(["| `--task` | shards (`shard --task`) | model | starts | validation each epoch |",
+                      "| --- | --- | --- | --- | --- |", *rows]) + "\n"
+
+
+def task_help() -> str:
+    """`train --task`'s help, from the tasks' declared words."""
+    return " ".join(f"{name}{_default(name)}: {words.model}, {STARTS[words.pretrains]}, on `shard --task "
+                    f"{declared.shard_kind}` shards ({words.shards}); scored by {words.scores}."
+                    f"{' ' + words.more if words.more else ''}"
+                    for name, declared in TASKS_DECLARED.items() for words in [declared.words])
+
+
+def _default(name: str) -> str:
+    """What follows the name of the task a run without --task trains: " (default)"."""
+    default = next(field.default for field in dataclasses.fields(TrunkConfig) if field.name == "task")
+    return " (default)" if name == default else ""
 
 
 def task_from_head(task: Optional[str], head: Optional[str]) -> str:

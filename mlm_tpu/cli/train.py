@@ -1,12 +1,9 @@
 """`python train.py` (also `mlm-tpu train`): train a model on TFRecord shards, on a TPU, every GPU or the CPU.
 
---task mlm (default): pretrain RoBERTa from scratch on masked-LM shards; --task electra: an ELECTRA generator and
-discriminator on the same shards, by replaced-token detection. --task classification |
-generation: fine-tune T5 (a preset from scratch, or --model-name-or-path) on text-to-text shards,
-scored on the validation shards each epoch; the output folder keeps the best epoch. --task
-sequence-classification | token-classification: the same for an encoder (--model-name-or-path: BERT,
-RoBERTa, ELECTRA..., one mlm_tpu pretrained; or a RoBERTa shape from scratch) with a head, on labelled
-shards.
+--task says what to train (its help, made from each task's words in the registry, says what each is): a masked
+LM (the default), ELECTRA or T5, pretrained from scratch or continued from a checkpoint (--model-name-or-path); or
+T5 or any encoder fine-tuned (or trained from scratch) on labelled shards, scored on the validation shards each
+epoch.
 
 A run can be written down and replayed: --config FILE (JSON or YAML) takes its settings from the
 file (the flags' names with underscores; see configs/), and flags given as well override it. The
@@ -23,7 +20,7 @@ from mlm_tpu.configuration import read_config_file
 from mlm_tpu.console import import_tensorflow, quiet_libraries
 from mlm_tpu.delta import METHODS
 from mlm_tpu.shards.format import check_local_shards
-from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, check_settings, task_from_head
+from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, check_settings, task_from_head, task_help
 from mlm_tpu.training.cluster import check_cluster
 from mlm_tpu.training.settings import MaskingSettings
 
@@ -60,7 +57,7 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
     add_flag(parser, "--config", default=None, metavar="FILE",
              help="Take the settings from this JSON or YAML file (a run's training_args.json, or one of configs/); "
                   "flags given as well override it.")
-    words, choices = help_words(), {"task": TASKS, "delta": METHODS}
+    words, choices = {**help_words(), "tasks": task_help()}, {"task": TASKS, "delta": METHODS}
     add_settings(FLAGS, add_hardware_flags(FLAGS, parser), TrainingConfig, "hardware", words, choices)
     for name, description in GROUPS:
         group = parser.add_argument_group(name, description)

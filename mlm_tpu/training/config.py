@@ -76,21 +76,7 @@ class TrunkConfig:
              "--eval-dataset only an epoch that beats the best so far), backup/ to resume, logs/ for TensorBoard, "
              "training_args.json (this run's settings: --config replays it).")
     task: str = setting(  # mlm | electra | span-corruption | classification | generation | ... (mlm_tpu.tasks)
-        "mlm", group="task",
-        help="mlm: pretrain RoBERTa with masked-LM on masked-LM shards (default). electra: pretrain an ELECTRA "
-             "generator (a small masked LM) and discriminator (which tells every token the generator replaced from "
-             "the originals) on the same shards; the output folder holds the discriminator, generator/ the "
-             "generator; scored by both models' loss and accuracy and the replaced tokens' precision and recall. "
-             "classification: T5 predicts one class token per example, scored by accuracy and per-class "
-             "precision/recall/F1. generation: T5 writes free text with XLA-compiled generate, scored by exact "
-             "match, token F1 and ROUGE-1/2/L. Both T5 tasks train on text-to-text shards (`python -m mlm_tpu.shard "
-             "--task text2text`). span-corruption: pretrain T5 with T5's objective on raw rows (`python -m "
-             "mlm_tpu.shard --task span-corruption`), corrupted afresh each batch with the noise settings the "
-             "shards' manifest records; scored by target loss, perplexity and token accuracy. "
-             "sequence-classification: an encoder with a head predicts each text's (or pair's) class, or score; "
-             "scored by accuracy, macro F1 and Matthews correlation (Pearson and Spearman for scores). "
-             "token-classification: a tag per word, scored by entity precision/recall/F1 (seqeval). Both train on "
-             "labelled shards (`python -m mlm_tpu.shard --task sequence-classification|token-classification`).")
+        "mlm", group="task", help="{tasks}")  # each task's words are declared with it (mlm_tpu/tasks.py's TaskWords)
     # several --train-dataset folders: each one's share, or ("examples",) for shares proportional to their sizes
     mixture_rates: Optional[Tuple[Union[float, str], ...]] = setting(
         None, group="data", nargs="+", type=mixture_rate, metavar="RATE",
