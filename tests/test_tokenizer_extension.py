@@ -182,3 +182,63 @@ def test_each_new_row_is_the_mean_of_the_rows_of_the_pieces_the_base_cuts_its_te
     new = drawn[len(base):]
     assert np.abs(new).max() <= 0.04 and 0.01 < new.std() < 0.02 and not zeros[len(base):].any()
     assert np.array_equal(drawn, resized(embeddings, bias, cuts, "random", initializer_range=0.02, seed=3)[0])
+
+
+def tiny_model(kind: str, vocab_size: int):
+    """A tiny transformers TensorFlow model of `kind` with random weights, built."""
+    import transformers
+
+    shapes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+              "vocab_size": vocab_size, "pad_token_id": 1, "max_position_embeddings": 130}
+    if kind == "t5":  # T5 1.1: the lm_head is its own kernel [d_model, V], not the shared embeddings
+        config = transformers.T5Config(vocab_size=vocab_size, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                                       tie_word_embeddings=False, feed_forward_proj="gated-gelu")
+        model = transformers.TFT5ForConditionalGeneration(config)
+    else:
+        config_class, model_class = {"bert": (transformers.BertConfig, transformers.TFBertForMaskedLM),
+                                     "roberta": (transformers.RobertaConfig, transformers.TFRobertaForMaskedLM)}[kind]
+        model = model_class(config_class(**shapes))
+    model(model.dummy_inputs, training=False)
+    return model
+
+
+@pytest.mark.parametrize("kind, family", [("bert", "wordpiece"), ("roberta", "bpe"), ("t5", "unigram")])
+def test_a_grown_model_reads_text_without_a_new_piece_as_before_and_starts_new_rows_at_their_pieces_mean(
+        kind, family, extended, sentences, capsys):
+    """Hidden states and the logits over the old ids as the base model's (within 1e-5) where no new piece is; the
+    loss over the whole, larger vocabulary can only rise, by the new rows' share of the softmax (printed)."""
+    import tensorflow as tf
+
+    from mlm_tpu.model_folder.new_embeddings import resized_model
+
+    base_folder, folder, _ = extended[family]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    model = tiny_model(kind, len(base))
+    cuts = base_cuts(base, ext)
+    grown, changed = resized_model(model, cuts, "mean-of-pieces")
+    assert grown.config.vocab_size == len(ext) and len(changed) == 2, changed  # embeddings and bias, or T5's lm_head
+    embeddings = [weight.numpy() for weight in grown.weights if tuple(weight.shape) == (len(ext), 32)][0]
+    old = [weight.numpy() for weight in model.weights if tuple(weight.shape) == (len(base), 32)][0]
+    for index, pieces in list(cuts.items())[:20]:
+        np.testing.assert_allclose(embeddings[index], old[pieces].mean(axis=0), atol=1e-6)
+
+    new_ids = set(cuts)
+    texts = [text for text in sentences[:300] if not new_ids & set(ext(text)["input_ids"])][:8]
+    batch = base(texts, padding="max_length", truncation=True, max_length=48, return_tensors="tf")
+    assert batch["input_ids"].numpy().tolist() == ext(texts, padding="max_length", truncation=True, max_length=48,
+                                                      return_tensors="tf")["input_ids"].numpy().tolist()
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    if kind == "t5":
+        inputs["decoder_input_ids"] = batch["input_ids"]
+    before, after = (one(inputs, output_hidden_states=True, training=False) for one in (model, grown))
+    hidden = "decoder_hidden_states" if kind == "t5" else "hidden_states"
+    np.testing.assert_allclose(getattr(after, hidden)[-1].numpy(), getattr(before, hidden)[-1].numpy(), atol=1e-5)
+    np.testing.assert_allclose(after.logits.numpy()[..., :len(base)], before.logits.numpy(), atol=1e-5)
+    mask = tf.cast(batch["attention_mask"], tf.float32)
+    def loss(logits):
+        each = tf.keras.losses.sparse_categorical_crossentropy(batch["input_ids"], logits, from_logits=True)
+        return float(tf.reduce_sum(each * mask) / tf.reduce_sum(mask))
+    old_loss, new_loss = loss(before.logits), loss(after.logits)
+    with capsys.disabled():
+        print(f"\n{kind}: loss over the old vocabulary {old_loss:.5f}, over the grown one {new_loss:.5f}")
+    assert old_loss <= new_loss < old_loss + 1.0

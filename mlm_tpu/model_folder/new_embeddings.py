@@ -88,3 +88,45 @@ def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, 
             else:
                 biases[index] = bias.astype(np.float64).mean()
     return rows, biases
+
+
+def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[int, List[int]], rule: str,
+                    initializer_range: float, seed: int, bias: Optional[np.ndarray]) -> np.ndarray:
+    """One weight with a vocabulary axis grown from `old_size` to `new_size`: rows of an embedding [V, X], columns of
+    an output kernel [X, V] (T5 1.1's untied lm_head), entries of an output bias [V] (`bias`: that bias, which the
+    rows' rule reads for the bias it gives)."""
+    if value.ndim == 1:
+        return resized(np.zeros((old_size, 1), value.dtype), value, cuts, rule, initializer_range, seed)[1][:new_size]
+    if value.shape[0] == old_size:
+        return resized(value, bias, cuts, rule, initializer_range, seed)[0][:new_size]
+    return resized(value.T, bias, cuts, rule, initializer_range, seed)[0][:new_size].T
+
+
+def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0):
+    """A transformers TensorFlow model of the same class with a vocabulary grown to hold every id of `cuts`
+    (base_cuts): the same weights, and for the new ids rows by `rule` in every weight with a vocabulary axis (the
+    input embeddings, with the masked-LM decoder tied to them; the output bias; an untied output kernel). Returns
+    (the model, the names of the weights that grew)."""
+    new_size = max(index + 1 for index in cuts)
+    old_size = model.config.vocab_size
+    if new_size <= old_size:
+        return model, []
+    config = model.config.__class__.from_dict({**model.config.to_dict(), "vocab_size": new_size})
+    initializer_range = getattr(config, "initializer_range", getattr(config, "initializer_factor",
+                                                                     DEFAULT_INITIALIZER_RANGE))
+    grown = type(model)(config)
+    grown(grown.dummy_inputs, training=False)
+    names = lambda weights: [weight.name.split("/", 1)[-1] for weight in weights]  # noqa: E731
+    if names(grown.weights) != names(model.weights):
+        raise ValueError(f"{type(model).__name__} built with a larger vocabulary has other weights")
+    biases = [weight.numpy() for weight in model.weights if tuple(weight.shape) == (old_size,)]
+    bias = biases[0] if len(biases) == 1 else None
+    values, changed = [], []
+    for weight, target in zip(model.weights, grown.weights):
+        value = weight.numpy()
+        if tuple(target.shape) != value.shape:
+            value = _resized_weight(value, old_size, new_size, cuts, rule, initializer_range, seed, bias)
+            changed.append(target.name.split("/", 1)[-1])
+        values.append(value)
+    grown.set_weights(values)
+    return grown, changed
