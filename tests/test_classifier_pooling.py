@@ -149,16 +149,30 @@ def test_the_card_says_the_folder_needs_trust_remote_code_and_names_sentence_tra
 
 def test_a_mean_pooled_base_fine_tunes_mean_pooled_unless_told_and_exports_with_its_pytorch_files(tmp_path):
     """Fine-tuning a mean-pooled classifier again keeps its pooling by default (--classifier-pooling cls changes
-    it); `export --output-dir` of its folder writes its class, auto_map and sentence-transformers' files too."""
+    it, and the log says so); `export --output-dir` of its folder writes its class, auto_map and sentence-transformers'
+    files too."""
     import mlm_tpu
+    from mlm_tpu.console import logger
     from mlm_tpu.tasks import TrainingConfig, make_task
+    from test_encoder import Lines
 
     folder = saved_classifier(tmp_path / "bert", "bert")
     task = make_task("sequence-classification")
-    assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder))) == "mean"
-    assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder),
-                                       classifier_pooling="cls")) == "cls"
-    assert task.pooling(TrainingConfig("t", "o", task=task.name)) == "cls"
+    lines = Lines()
+    logger.addHandler(lines)
+    try:
+        assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder))) == "mean"
+        kept = list(lines.lines)
+        assert task.pooling(TrainingConfig("t", "o", task=task.name, model_name_or_path=str(folder),
+                                           classifier_pooling="cls")) == "cls"
+        assert task.pooling(TrainingConfig("t", "o", task=task.name)) == "cls"
+    finally:
+        logger.removeHandler(lines)
+    assert not any("instead" in line for line in kept)  # its own pooling: nothing switched
+    switched = [line for line in lines.lines if "instead" in line]
+    assert switched == [f"{folder} is a classifier whose head read the mean of the last hidden states over real tokens "
+                        "(classifier_pooling mean); with --classifier-pooling cls its head now reads the first token's "
+                        "hidden state instead, and the saved folder says so"]
     for name in ("modeling_mean_pooling.py", "modules.json", "sentence_bert_config.json", "1_Pooling"):
         (shutil.rmtree if (folder / name).is_dir() else Path.unlink)(folder / name)
     config = json.loads((folder / "config.json").read_text())

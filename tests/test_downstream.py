@@ -46,9 +46,13 @@ def benchmark_flags(model, output_dir, *more):
 
 
 def recorded_scores(output_dir: Path, task: str, label: str, seeds) -> list:
-    """Each seed's kept validation accuracy, as the training run itself recorded it (best_model.json)."""
-    return [json.loads((output_dir / "runs" / task / label / f"seed-{seed}" / "best_model.json").read_text())
-            ["validation"]["accuracy"] for seed in seeds]
+    """Each seed's kept validation accuracy, as the training run itself recorded it (its model card's model-index:
+    the saved epoch's scores)."""
+    from huggingface_hub import ModelCard
+
+    return [next(result.metric_value for result in ModelCard.load(
+        output_dir / "runs" / task / label / f"seed-{seed}" / "README.md").data.eval_results
+                 if result.metric_type == "accuracy") for seed in seeds]
 
 
 def stamps(folder: Path) -> dict:
@@ -206,8 +210,8 @@ def test_the_classifier_pooling_is_part_of_the_protocol_and_every_result_records
 
     run = Run(None, Variant("model", "model", {}, str(encoder)), 1, str(folder / "runs" / "imdb" / "model" / "seed-1"))
     Path(run.record).parent.mkdir(parents=True)
-    done = {"task": "imdb", "seed": 1, "scores": {"accuracy": 0.5}, "best_epoch": 1, "metric": "accuracy",
-            "seconds": 1.0}
+    done = {"task": "imdb", "seed": 1, "scores": {"accuracy": 0.5}, "kept": "last", "kept_epoch": 1, "metric": None,
+            "epochs": [{"epoch": 1, "validation": {"accuracy": 0.5}}], "seconds": 1.0}
     Path(run.record).write_text(json.dumps({**done, "fixed": fixed_settings(first_token)}))
     assert read_run(first_token, run)["result"].scores == {"accuracy": 0.5}
     with pytest.raises(UserError, match="records a run made under other settings than this benchmark's"):
@@ -235,9 +239,10 @@ def polarity_rows(count: int, seed: int, mislabelled: float) -> list:
 
 @pytest.mark.slow
 def test_a_task_scored_by_two_metrics_keeps_the_epoch_with_the_best_mean(encoder, tmp_path, capsys):
-    """GLUE's MRPC and QQP score the mean of F1 and accuracy: each run keeps the epoch that score picks (not the best
-    F1's), so the report's score is the best epoch's."""
+    """GLUE's MRPC and QQP score the mean of F1 and accuracy: with --keep-epoch best each run keeps the epoch that
+    score picks (not the best F1's), so the report's score is the best epoch's, and the table says it is optimistic."""
     from mlm_tpu.cli.downstream import main
+    from mlm_tpu.downstream.report import format_table
 
     files = [write_jsonl(tmp_path / f"{split}.jsonl", polarity_rows(count, seed, noise))
              for split, count, seed, noise in (("train", 240, 1, 0.0), ("dev", 48, 2, 0.15))]
@@ -245,14 +250,44 @@ def test_a_task_scored_by_two_metrics_keeps_the_epoch_with_the_best_mean(encoder
                                             "metrics: [f1, accuracy]\n")
     main(["--model", str(encoder), "--tasks", str(tmp_path / "polarity.yaml"), "--output-dir", str(tmp_path / "bench"),
           "--seeds", "1", *PROTOCOL, "--num-epochs", "3", "--per-replica-batch-size", "8", "--learning-rate", "1e-3",
-          "--json"])
+          "--keep-epoch", "best", "--json"])
     report = json.loads(capsys.readouterr().out)
     record = json.loads((tmp_path / "bench" / "runs" / "polarity" / encoder.name / "seed-1.json").read_text())
     means = [statistics.fmean((epoch["validation"]["f1"], epoch["validation"]["accuracy"]))
              for epoch in record["epochs"]]
     assert len(set(means)) > 1  # epochs to choose from
-    assert record["metric"] == "f1,accuracy" and record["best_epoch"] == means.index(max(means)) + 1, means
+    assert record["metric"] == "f1,accuracy" and record["kept_epoch"] == means.index(max(means)) + 1, means
+    assert (record["kept"], record["chosen_on"]) == ("best", "validation")
     assert report["tasks"]["polarity"]["model"]["values"] == [pytest.approx(max(means))]
+    assert report["optimistic"] and "optimistic (selected on the scored split)" in format_table(report).splitlines()[0]
+
+
+@pytest.mark.slow
+def test_the_default_protocol_reports_the_last_epoch_where_the_dev_set_would_pick_another(encoder, tmp_path, capsys):
+    """Dev rows labelled against the training rows' rule: the more a run learns, the worse it scores on dev, so the
+    dev set would pick an early epoch. The default protocol reports the last epoch's dev score, never the best; the
+    run's record keeps every epoch's dev scores, and the table makes no claim of selection."""
+    from mlm_tpu.cli.downstream import main
+    from mlm_tpu.downstream.report import format_table
+
+    flipped = [{**row, "label": {"no": "yes", "yes": "no"}[row["label"]]} for row in polarity_rows(48, 2, 0.0)]
+    files = [write_jsonl(tmp_path / "train.jsonl", polarity_rows(240, 1, 0.0)),
+             write_jsonl(tmp_path / "dev.jsonl", flipped)]
+    main(["--model", str(encoder), "--tasks", f"against={files[0]}:{files[1]}", "--output-dir", str(tmp_path / "bench"),
+          "--seeds", "1", *PROTOCOL, "--num-epochs", "3", "--per-replica-batch-size", "8", "--learning-rate", "1e-3",
+          "--json"])
+    report = json.loads(capsys.readouterr().out)
+    record = json.loads((tmp_path / "bench" / "runs" / "against" / encoder.name / "seed-1.json").read_text())
+    accuracy = [epoch["validation"]["accuracy"] for epoch in record["epochs"]]
+    assert len(accuracy) == 3 and accuracy.index(max(accuracy)) != 2, accuracy  # dev would pick an earlier epoch
+    assert (record["kept"], record["kept_epoch"], record["chosen_on"], record["metric"]) == ("last", 3, None, None)
+    assert record["scores"] == record["epochs"][-1]["validation"]
+    assert report["tasks"]["against"]["model"]["values"] == [accuracy[-1]] and accuracy[-1] < max(accuracy)
+    assert report["protocol"]["keep_epoch"] == "last" and not report["optimistic"]
+    assert report["tasks"]["against"]["model"]["kept_epochs"] == [3]
+    assert recorded_scores(tmp_path / "bench", "against", encoder.name, (1,)) == [pytest.approx(accuracy[-1])]
+    table = format_table(report)
+    assert "optimistic" not in table and "each run scored at the last epoch." in table
 
 
 def glue_copy(folder: Path) -> Path:
@@ -316,7 +351,7 @@ def test_glue_tasks_read_a_local_copy_with_glues_columns_label_kinds_and_metrics
     import datasets
 
     import mlm_tpu
-    from mlm_tpu.downstream.benchmark import DownstreamConfig, prepare_task
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, prepare_task, prepare_text
     from mlm_tpu.downstream.tasks import check_available, parse_tasks
     from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -329,10 +364,12 @@ def test_glue_tasks_read_a_local_copy_with_glues_columns_label_kinds_and_metrics
     stsb, mnli = parse_tasks(["stsb,mnli"], copy)
     for task in (stsb, mnli):
         check_available(task)
-    stsb, mnli = (prepare_task(config, task, str(encoder), load_tokenizer(str(encoder))) for task in (stsb, mnli))
+    tokenizer = load_tokenizer(str(encoder), fast=True)
+    stsb, mnli = (prepare_task(config, task, prepare_text(config, task, tokenizer), str(encoder), tokenizer)
+                  for task in (stsb, mnli))
     assert stsb.regression and stsb.metrics == ("pearson", "spearman") and (stsb.train_examples,
                                                                             stsb.dev_examples) == (6, 3)
-    assert not mnli.regression and mnli.metrics == ("accuracy",) and mnli.validation.endswith("validation_matched")
+    assert not mnli.regression and mnli.metrics == ("accuracy",) and mnli.sources[1].split == "validation_matched"
     manifest = json.loads((Path(mnli.train) / "manifest.json").read_text())["settings"]
     assert (manifest["input_column"], manifest["pair_column"], manifest["labels"]) == ("premise", "hypothesis",
                                                                                        ["0", "1", "2"])
@@ -395,6 +432,9 @@ BAD_INPUTS = {  # name -> (flags given after --model, phrases of the error, a fi
         "--reference-learning-rate 5e-05 is the reference rows' rate: give --baseline reference too"], None),
     "a rate of zero for the reference": (["--baseline", "reference", "--reference-learning-rate", "0"], [
         "--reference-learning-rate"], None),
+    "a metric that picks no epoch": (["--metric-for-best-model", "f1"], [
+        "--metric-for-best-model f1 picks the best epoch, and --keep-epoch last keeps the last one",
+        "give --keep-epoch best with it"], None),
 }
 
 
@@ -513,5 +553,112 @@ def test_the_tfidf_floor_reads_what_the_model_reads_and_reports_the_whole_text_f
     assert title.startswith("Classifier pooling: mean (each classifier reads the mean of the last hidden states")
     assert table[0].split() == ["task", "score", "train", "dev", "tf-idf", "floor", "tf-idf", "whole", "texts"]
     assert table[1].split()[-2:] == [f"{100 * floor[key]['accuracy']:.1f}" for key in ("scores", "whole_text_scores")]
-    assert table[2].split()[-2:] == [f"{100 * whole['scores']['accuracy']:.1f}"] * 2  # read whole: one floor
-    assert f"cuts it at {MAX_LENGTH} tokens (late: 160 training and 80 dev rows)" in "\n".join(table)
+    assert table[2].split() == ["words", "read", "per", "row", *(f"{floor[key]:.1f}" for key in (
+        "words_per_row", "whole_words_per_row"))] and floor["words_per_row"] < floor["whole_words_per_row"] == 44 + 1
+    assert table[3].split()[-2:] == [f"{100 * whole['scores']['accuracy']:.1f}"] * 2  # read whole: one floor
+    assert f"keeps at {MAX_LENGTH} tokens (late: 160 training and 80 dev rows)" in "\n".join(table)
+
+
+def test_every_model_reads_the_words_the_models_tokenizer_keeps_and_the_report_counts_them(tmp_path):
+    """A tokenizer that fits more words in the same tokens (here one of 2,000 pieces beside the model's 300) is fed
+    the rows cut to the words the model's tokenizer keeps: its shards cut none of them, it reads as many words per
+    row as the model and the floor, where fed the whole rows it would have read more."""
+    import mlm_tpu
+    from mlm_tpu.downstream.benchmark import DownstreamConfig, prepare_task, prepare_text
+    from mlm_tpu.downstream.floor import read_rows, tfidf_floor
+    from mlm_tpu.downstream.tasks import parse_tasks, with_columns
+    from mlm_tpu.downstream.words import kept_words, whole_words, words_per_row
+    from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    assert (whole_words("a fine film", "a fine fi"), whole_words("a fine film", "a fine "),
+            whole_words("a fine film", "a fine film"), whole_words("unbelievable", "unbeliev")) == (
+        "a fine", "a fine", "a fine film", "unbeliev")  # a word cut inside is left out, unless it is the only one
+    train_rows, dev_rows = late_word_rows(40, 0), late_word_rows(20, 1)
+    files = [write_jsonl(tmp_path / f"{name}.jsonl", rows) for name, rows in (("train", train_rows), ("dev", dev_rows))]
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"{row['sentence1']}\n{row['sentence2']}\n" for row in train_rows), encoding="utf-8")
+    for name, size in (("small", 300), ("large", 2000)):
+        mlm_tpu.train_tokenizer(str(tmp_path / name), text_files=(str(text),), vocab_size=size, algorithm="bpe")
+    small, large = (load_tokenizer(str(tmp_path / name), fast=True) for name in ("small", "large"))
+    (task,) = map(with_columns, parse_tasks([f"late={files[0]}:{files[1]}"]))
+    config = DownstreamConfig(model=str(tmp_path / "small"), output_dir=str(tmp_path / "bench"),
+                              protocol=FineTuningProtocol(max_length=MAX_LENGTH))
+    read = prepare_text(config, task, small)
+    model, other = (prepare_task(config, task, read, str(tmp_path / name), tokenizer)
+                    for name, tokenizer in (("small", small), ("large", large)))
+
+    cut_texts, _ = read_rows(read.read[1], ("sentence1", "sentence2", "label"))
+    assert all(0 < len(kept.split()) < len(row["sentence1"].split()) and row["sentence1"].split()[:len(kept.split())]
+               == kept.split() for kept, row in zip(cut_texts[0], dev_rows))  # whole words, the first ones
+    for shards in (model, other):
+        for split in (shards.train, shards.validation):
+            assert json.loads((Path(split) / "manifest.json").read_text())["truncated"] == 0
+    floor = tfidf_floor(*read.sources, "sentence1", "sentence2", "label", False, small, MAX_LENGTH)
+    assert model.words_per_row == other.words_per_row == floor["words_per_row"] < floor["whole_words_per_row"]
+    whole = [read_rows(source, ("sentence1", "sentence2", "label"))[0] for source in read.sources]
+    fed_whole = words_per_row(*(first + second for first, second in zip(
+        *(kept_words(large, MAX_LENGTH, *texts)[:2] for texts in whole))))
+    assert fed_whole > other.words_per_row  # what the large tokenizer would have read of the whole rows
+
+
+@pytest.mark.slow
+def test_a_mean_pooled_classifier_and_its_shape_from_scratch_run_under_its_pooling_and_every_record_says_so(
+        tmp_path, capsys):
+    """`--model` a mean-pooled classifier without --classifier-pooling: its runs read the mean as the folder says,
+    and so do the scratch runs beside them; downstream.json, results.json, each seed's record, each run's saved
+    config and the table's first line say mean."""
+    from mlm_tpu.cli.downstream import main
+    from test_classifier_pooling import saved_classifier
+
+    model = saved_classifier(tmp_path / "classifier", "roberta")
+    output_dir = tmp_path / "bench"
+    main(["--model", str(model), "--tasks", "rotten-tomatoes", "--output-dir", str(output_dir), "--seeds", "1",
+          "--baseline", "scratch", *ROWS, *PROTOCOL])
+    title = capsys.readouterr().out.splitlines()[0]
+    assert title.startswith("Classifier pooling: mean (each classifier reads the mean")
+    assert json.loads((output_dir / "downstream.json").read_text())["fixed"]["classifier_pooling"] == "mean"
+    assert json.loads((output_dir / "results.json").read_text())["classifier_pooling"] == "mean"
+    runs = sorted((output_dir / "runs" / "rotten-tomatoes").glob("*/seed-1"))
+    assert [run.parent.name.startswith("scratch-") for run in runs] == [False, True]
+    for run in runs:
+        assert json.loads(Path(f"{run}.json").read_text())["classifier_pooling"] == "mean"
+        assert json.loads((run / "config.json").read_text())["classifier_pooling"] == "mean", run
+
+
+def test_the_benchmark_scripts_import_each_other_one_way_and_their_table_says_what_each_row_read(tmp_path):
+    """benchmarks/continued_pretraining.py builds on benchmarks/downstream.py, which reads its record and never
+    imports it (function-level imports too); the downstream script's markdown table says which epoch each run is
+    scored at (optimistic when picked on the dev set) and the words of a review each row read."""
+    import ast
+
+    from test_layers import circles
+
+    scripts = {path.stem: path for path in (REPO_ROOT / "benchmarks").glob("*.py")}
+    graph = {name: [(node.lineno, target) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                    for target in ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                                   [node.module] if isinstance(node, ast.ImportFrom) else [])
+                    if target in scripts and target != name]
+             for name, path in scripts.items()}
+    assert ("downstream" in {target for _, target in graph["continued_pretraining"]}) and not circles(graph)
+
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import downstream as script
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    from mlm_tpu.downstream.report import task_entry, with_mean
+
+    floor = {"cut": {"tokenizer": "abc", "max_length": 64}, "scores": {"accuracy": 0.7}, "texts_cut": [9, 3],
+             "words_per_row": 37.9, "whole_text_scores": {"accuracy": 0.8}, "whole_words_per_row": 230.0}
+    runs = {"model": ("mlm-45min", [{"accuracy": 0.75}], [5], 37.9), "reference": ("ref", [{"accuracy": 0.8}], [5], 37.5)}
+    for optimistic in (False, True):
+        report = with_mean({"classifier_pooling": "mean", "optimistic": optimistic, "tasks": {
+            "imdb": task_entry(["accuracy"], runs, floor, train_examples=2000, dev_examples=2500)}})
+        pretrained = {"mlm": script.Pretrained("mlm", "f", [], 2700, 0.4, 6750, 2700, {"masked_accuracy": 0.3})}
+        table = script.markdown_table({"mlm": report}, pretrained)
+        assert ("optimistic (selected on the scored split)" in table.splitlines()[0]) == optimistic
+        assert "- model: imdb 37.9" in table and "- reference: imdb 37.5" in table
+        assert "- tf-idf whole texts: imdb 230.0" in table
+    with pytest.raises(SystemExit, match="run `python benchmarks/continued_pretraining.py --cpu-minutes 45"):
+        script.continued_reference(45 * 60, tmp_path)

@@ -150,7 +150,8 @@ def runs(tmp_path_factory, wikitext_tokenizer):
     tokenizer = wikitext_tokenizer[0]
     bases = {"single": save_base(tmp, "roberta", tokenizer), "pair": save_base(tmp, "bert", tokenizer),
              "regression": None, "tags": save_base(tmp, "electra", tokenizer)}
-    protocol = mlm_tpu.FineTuningProtocol(max_length=MAX_LENGTH, num_epochs=8, learning_rate=3e-3, warmup_ratio=0.1)
+    protocol = mlm_tpu.FineTuningProtocol(max_length=MAX_LENGTH, num_epochs=8, learning_rate=3e-3, warmup_ratio=0.1,
+                                          keep_epoch="best")  # (its best epoch, which best_model.json records)
     found = {}
     for run, base in bases.items():
         shards = shard(tokenizer, tmp, run)

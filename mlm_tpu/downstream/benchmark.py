@@ -1,28 +1,34 @@
 """`mlm-tpu downstream`: what a pretrained encoder is worth on tasks, measured the way the field measures it.
 
 Each seed fine-tunes a fresh copy of the model on each task under one fixed protocol (FineTuningProtocol: GLUE-sane's
-defaults, Geiping & Goldstein 2022), keeps the best epoch on the task's dev set, and the report gives per task the
-median over seeds and the spread (max - min), and the mean of the medians over tasks. `--baseline scratch` runs the
+defaults, Geiping & Goldstein 2022), scores its last epoch on the task's dev set (no epoch is chosen on the split that
+is scored; `keep_epoch="best"` keeps each run's best epoch on the dev set instead, and every table says the scores
+are then optimistic), and the report gives per task the median over seeds and the spread (max - min), and the mean of
+the medians over tasks. Every model reads the same text: each row cut to the whole words the model's tokenizer keeps
+at the protocol's length (words.py), which each tokenizes with its own; the report gives the words each read per row. `--baseline scratch` runs the
 same shape from random initialisation (the model's config and tokenizer), so the report says what pretraining bought;
 `--baseline tfidf` adds the floor of a linear model on TF-IDF features (floor.py); `--baseline reference` a
 checkpoint people use, all-MiniLM-L6-v2 (reference.py), fine-tuned the same way on shards of its own tokenizer, and
 `--reference-continued FOLDER` its continued-pretraining (task-adaptive) variant beside it. `--classifier-pooling`
-(the first token's hidden state, or the mean over real tokens) is part of the protocol.
+(the first token's hidden state, or the mean over real tokens) is part of the protocol: every row's classifiers read
+the same, the model's own (a mean-pooled classifier's mean) unless given.
 
 Everything goes under --output-dir, and nothing is done twice:
     downstream.json                    what makes the runs comparable: protocol, classifier pooling, row caps, the
                                        models' labels, and RULES (the dev carve's version, what picks a run's best
                                        epoch, what each result file records)
     data/<task>/{train,validation}.jsonl   a built-in task's rows (dev carved with a fixed seed)
-    shards/<task>/<tokenizer fingerprint>-len<L>-<rows>/<split>/   made once per tokenizer and length, shared by
+    data/<task>/<text>/{train,validation}.jsonl   the rows every model reads: cut to the whole words the model's
+                                       tokenizer keeps at that length (<text>: words-<its fingerprint>-len<L>-<rows>)
+    shards/<task>/<text>/<tokenizer fingerprint>-len<L>/<split>/   that text, sharded once per tokenizer, shared by
                                        every seed, the baseline and any model with the same tokenizer
     runs/<task>/<label>/seed-<n>/      one fine-tuning run (a training output folder), and seed-<n>.json beside it,
-                                       written when the run has finished: its result and the settings it was made
+                                       written when the run has finished: its result (the kept epoch's dev scores,
+                                       which epoch and why, every epoch's dev scores) and the settings it was made
                                        under (protocol, pooling, rows), read back by a later benchmark that shares
                                        them
-    runs/<task>/tfidf-<tokenizer fingerprint>-len<L>.json   the TF-IDF floor, reading each text as far as the
-                                       model's tokenizer keeps it at that length (and whole, when texts were cut),
-                                       with its cut and the settings its rows follow
+    runs/<task>/tfidf-<tokenizer fingerprint>-len<L>.json   the TF-IDF floor, reading the same words (and the whole
+                                       texts, when texts were cut), with its cut and the settings its rows follow
     results.json                       the report (--json prints it)
 A benchmark stopped in any way is finished by the same command: finished runs are read back, an unfinished one
 resumes from its backup (or starts again), the missing ones run.
@@ -44,10 +50,11 @@ from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import CorpusSource
 from mlm_tpu.downstream import movie_reviews, reference
-from mlm_tpu.downstream.report import SPREAD, run_score, task_entry, with_mean
+from mlm_tpu.downstream.report import SPREAD, kept_epoch_words, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
                                       with_columns)
 from mlm_tpu.encoder.fine_tuning import FineTuningProtocol, FineTuningResult
+from mlm_tpu.model_folder.pooling import classifier_pooling
 from mlm_tpu.errors import Interrupted, UserError
 from mlm_tpu.jsonfiles import encode_json, read_json
 from mlm_tpu.output_dir import Record, write_file, write_json
@@ -63,12 +70,15 @@ RESULTS_FILE = "results.json"
 PARTS = ("data", "shards", "runs", SETTINGS_FILE, RESULTS_FILE)  # what the benchmark makes in its --output-dir
 CLAIM_RECORD = ".benchmark-writer.json"
 # what a folder's data and runs depend on beside its settings, recorded with them: an earlier mlm_tpu's folder (which
-# carved IMDB's dev set row by row, picked MRPC's and QQP's best epochs by F1 alone, or did not record the classifier's
-# pooling in each result file) is not mixed with this one's
-RULES = {"dev_carve": movie_reviews.CARVE, "best_epoch": "the task's score", "records": 2}
+# carved IMDB's dev set row by row, picked MRPC's and QQP's best epochs by F1 alone, did not record the classifier's
+# pooling in each result file, or let each model read as much of a text as its own tokenizer fits) is not mixed with
+# this one's
+RULES = {"dev_carve": movie_reviews.CARVE, "best_epoch": "the task's score", "records": 2,
+         "text": "the words the model's tokenizer keeps"}
 # what an earlier mlm_tpu did otherwise, by rule (its refusal says it)
 EARLIER = {"dev_carve": "carved IMDB's dev set", "best_epoch": "picked best epochs",
-           "records": "recorded no classifier pooling in its runs (they read the first token)"}
+           "records": "recorded no classifier pooling in its runs (they read the first token)",
+           "text": "let each model read as much of a text as its own tokenizer fits"}
 # config.json entries that do not change the shape of a model trained from scratch
 NOT_SHAPE = ("architectures", "_name_or_path", "transformers_version", "id2label", "label2id", "problem_type",
              "task_specific_params", "torch_dtype", "finetuning_task")
@@ -86,7 +96,7 @@ class DownstreamConfig:
     # the reference rows' peak learning rate, where a pretrained checkpoint's differs from the protocol's (a tiny
     # model's 1e-3 is far above what fine-tuning a BERT takes); None: the protocol's
     reference_learning_rate: Optional[float] = setting(None, low=0, low_open=True)
-    classifier_pooling: Optional[str] = None  # cls or mean (POOLINGS); None: the family's own (DEFAULT_POOLING)
+    classifier_pooling: Optional[str] = None  # cls or mean (POOLINGS); None: the model's own (a classifier's), else cls
     output_dir: str = "runs/downstream"
     max_train_samples: Optional[int] = setting(None, low=1)  # each task's first N training rows (as run_glue)
     max_eval_samples: Optional[int] = setting(None, low=1)  # each task's first N dev rows
@@ -109,9 +119,18 @@ class Variant:
     protocol_overrides: Dict[str, float] = field(default_factory=dict)  # the reference rows' own learning rate
 
 
+@dataclass(frozen=True)
+class TaskText:
+    """A task's rows: as given (capped), and cut to the words the model's tokenizer keeps, which every model reads."""
+
+    name: str  # names its folder under data/<task>/ and shards/<task>/
+    sources: Tuple[CorpusSource, CorpusSource]  # the rows as given: training, dev (the TF-IDF floor reads them)
+    read: Tuple[CorpusSource, CorpusSource]  # the same rows cut to the model's words: what every model is fed
+
+
 @dataclass
 class PreparedTask:
-    """A task ready to run: its shards, sizes and metrics."""
+    """A task ready to run for one tokenizer: its shards, sizes and metrics, and the words it reads per row."""
 
     task: DownstreamTask
     train: str  # the training split's shards
@@ -119,8 +138,9 @@ class PreparedTask:
     train_examples: int
     dev_examples: int
     metrics: Tuple[str, ...]
-    sources: Tuple[CorpusSource, CorpusSource]  # what the shards were made from (the TF-IDF floor reads them too)
+    sources: Tuple[CorpusSource, CorpusSource]  # the rows as given (the TF-IDF floor reads them)
     regression: bool
+    words_per_row: float  # the words of a row (text and pair) this tokenizer reads, mean over training and dev rows
 
 
 @dataclass
@@ -144,6 +164,10 @@ def run_benchmark(config: DownstreamConfig) -> dict:
     check_choices(config)
     tasks = parse_tasks(config.tasks, config.glue_dataset)
     model_config, tokenizer = check_model(config.model, config.protocol.max_length)
+    # one pooling for every row: the model's own unless given (a mean-pooled classifier's runs read the mean, and
+    # so do its shape's from scratch and the reference's), recorded as such
+    config = dataclasses.replace(config, classifier_pooling=config.classifier_pooling or
+                                 classifier_pooling(model_config))
     for task in tasks:
         check_available(task)
     tasks = [with_columns(task) for task in tasks]
@@ -159,7 +183,8 @@ def run_benchmark(config: DownstreamConfig) -> dict:
     with claimed(LocalStorage(config.output_dir), CLAIM_RECORD, "downstream benchmark",
                  "give this one another --output-dir"):
         write_file(os.path.join(config.output_dir, SETTINGS_FILE), encode_json(settings), start_record=True)
-        prepared = {(task.name, source): prepare_task(config, task, source, tokenizers[source])
+        texts = {task.name: prepare_text(config, task, tokenizer) for task in tasks}
+        prepared = {(task.name, source): prepare_task(config, task, texts[task.name], source, tokenizers[source])
                     for source in tokenizers for task in tasks}
         runs = [Run(prepared[(task.name, variant.tokenizer)], variant, seed,
                     os.path.join(config.output_dir, "runs", task.name, variant.label, f"seed-{seed}"))
@@ -168,7 +193,8 @@ def run_benchmark(config: DownstreamConfig) -> dict:
         of_model = [prepared[(task.name, config.model)] for task in tasks]
         floors = {task.task.name: tfidf_result(config, task, tokenizer) for task in of_model} \
             if "tfidf" in config.baseline else {}
-        report = make_report(config, of_model, variants, results, floors)
+        words = {key: task.words_per_row for key, task in prepared.items()}
+        report = make_report(config, of_model, variants, results, floors, words)
         write_json(os.path.join(config.output_dir, RESULTS_FILE), report)
     return report
 
@@ -180,6 +206,7 @@ def check_choices(config: DownstreamConfig) -> None:
         raise UserError(f"--baseline is one or more of {', '.join(BASELINES)}, not {unknown[0]}")
     if config.classifier_pooling not in (None, *POOLINGS):
         raise UserError(f"--classifier-pooling is {' or '.join(POOLINGS)}, not {config.classifier_pooling}")
+    config.protocol.check()
     if config.reference_continued and "reference" not in config.baseline:
         raise UserError(f"--reference-continued {config.reference_continued} adds a row beside the reference "
                         "encoder's: give --baseline reference too")
@@ -342,37 +369,73 @@ def forget_runs(folder: str) -> None:
         os.remove(os.path.join(folder, RESULTS_FILE))
 
 
-def prepare_task(config: DownstreamConfig, task: DownstreamTask, tokenizer_source: str, tokenizer) -> PreparedTask:
-    """The task's shards for this tokenizer (loaded from `tokenizer_source`) and length (made once, then reused),
-    its sizes and metrics."""
+def prepare_text(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> TaskText:
+    """The task's rows (capped) and, written once in data/<task>/<text>/, the same rows cut to the whole words the
+    model's `tokenizer` keeps at the protocol's length (words.py): the text every model reads."""
+    from mlm_tpu.downstream.floor import read_rows
+    from mlm_tpu.downstream.words import kept_words
+
+    train, validation = task.sources(os.path.join(config.output_dir, "data"))
+    sources = (dataclasses.replace(train, limit=config.max_train_samples),
+               dataclasses.replace(validation, limit=config.max_eval_samples))
+    name = f"words-{cut_key(cut_of(tokenizer, config.protocol.max_length))}-{rows_key(config)}"
+    folder = os.path.join(config.output_dir, "data", task.name, name)
+    columns = (task.input_column, *([task.pair_column] if task.pair_column else []), task.target_column)
+    read = []
+    for source, split in zip(sources, ("train", "validation")):
+        path = os.path.join(folder, f"{split}.jsonl")
+        if not os.path.isfile(path):
+            log(f"{task.name}'s {split} rows cut to the words the model's tokenizer keeps in "
+                f"{config.protocol.max_length} tokens: the text every model reads (once)")
+            texts, labels = read_rows(source, columns)
+            *kept, _ = kept_words(tokenizer, config.protocol.max_length, *texts)
+            rows = [dict(zip(columns, values)) for values in zip(*[side for side in kept if side is not None], labels)]
+            os.makedirs(folder, exist_ok=True)
+            write_file(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode())
+        read.append(CorpusSource(text_files=(path,)))
+    return TaskText(name, sources, tuple(read))
+
+
+def rows_key(config: DownstreamConfig) -> str:
+    """What names the rows a benchmark reads of each task: all, or its caps."""
+    caps = [f"{what}{cap}" for what, cap in (("first", config.max_train_samples), ("dev", config.max_eval_samples))
+            if cap]
+    return "-".join(caps) or "all"
+
+
+def prepare_task(config: DownstreamConfig, task: DownstreamTask, text: TaskText, tokenizer_source: str,
+                 tokenizer) -> PreparedTask:
+    """The task's text sharded with this tokenizer (loaded from `tokenizer_source`) at the protocol's length (made
+    once, then reused), its sizes and metrics, and the words of a row it reads."""
+    from mlm_tpu.downstream.floor import both, read_rows
+    from mlm_tpu.downstream.words import kept_words, words_per_row
     from mlm_tpu.shards.config import ShardingConfig
     from mlm_tpu.shards.sharding import shard_corpus
     from mlm_tpu.tasks import shard_kinds
 
-    train, validation = task.sources(os.path.join(config.output_dir, "data"))
-    train = dataclasses.replace(train, limit=config.max_train_samples)
-    validation = dataclasses.replace(validation, limit=config.max_eval_samples)
-    key = cut_key(cut_of(tokenizer, config.protocol.max_length))
+    root = os.path.join(config.output_dir, "shards", task.name, text.name,
+                        cut_key(cut_of(tokenizer, config.protocol.max_length)))
     folders = []
-    for source, cap, name in ((train, config.max_train_samples, "train"),
-                              (validation, config.max_eval_samples, "validation")):
-        root = os.path.join(config.output_dir, "shards", task.name, f"{key}-{f'first{cap}' if cap else 'all'}")
-        split = source.split if source.dataset else name
-        folder = os.path.join(root, split)
+    for source, name in zip(text.read, ("train", "validation")):
+        folder = os.path.join(root, name)
         if not os.path.isfile(os.path.join(folder, MANIFEST)):
             whose = "the model's" if tokenizer_source == config.model else f"{model_label(tokenizer_source)}'s"
             log(f"Sharding {task.name}'s {name} rows with {whose} tokenizer (once; every run reuses them)")
             shard_corpus(from_keywords(ShardingConfig, dict(
-                tokenizer=tokenizer_source, output_dir=root, task="sequence-classification", dataset=source.dataset,
-                dataset_config=source.dataset_config, text_files=source.text_files, split=split, limit=source.limit,
-                input_columns=(task.input_column,), pair_column=task.pair_column, target_column=task.target_column,
-                problem_type=task.problem_type, max_length=config.protocol.max_length)), shard_kinds())
+                tokenizer=tokenizer_source, output_dir=root, task="sequence-classification",
+                text_files=source.text_files, split=name, input_columns=(task.input_column,),
+                pair_column=task.pair_column, target_column=task.target_column, problem_type=task.problem_type,
+                max_length=config.protocol.max_length)), shard_kinds())
         folders.append(folder)
     manifests = [read_json(os.path.join(folder, MANIFEST), "a shard manifest", "delete the folder and run again")
                  for folder in folders]
     regression = manifests[0]["settings"].get("problem_type") == REGRESSION
+    columns = (task.input_column, *([task.pair_column] if task.pair_column else []), task.target_column)
+    sides = [kept_words(tokenizer, config.protocol.max_length, *read_rows(source, columns)[0])[:2]
+             for source in text.read]  # what this tokenizer keeps of the text: all of it, for the model's
+    words = words_per_row(*both(*sides))
     return PreparedTask(task, folders[0], folders[1], manifests[0]["records"], manifests[1]["records"],
-                        task.scored_by(regression), (train, validation), regression)
+                        task.scored_by(regression), text.sources, regression, words)
 
 
 def cut_of(tokenizer, max_length: int) -> dict:
@@ -410,8 +473,8 @@ def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, i
         results[(run.task.task.name, run.variant.label, run.seed)] = result
         took.setdefault(run.task.task.name, []).append(done["seconds"])
         left = len(runs) - number
-        log(f"{where}: {_describe_score(run.task.metrics, run_score(result.scores, run.task.metrics))} (best epoch "
-            f"{result.best_epoch}; {said}); " + (f"{left} run{'s' * (left != 1)} left{_eta(runs[number:], took, examples)}"
+        log(f"{where}: {_describe_score(run.task.metrics, run_score(result.scores, run.task.metrics))} "
+            f"({kept_epoch_words(result.kept, result.best_epoch)}; {said}); " + (f"{left} run{'s' * (left != 1)} left{_eta(runs[number:], took, examples)}"
                                                  if left else "all runs done"))
     return results
 
@@ -429,8 +492,8 @@ def read_run(config: DownstreamConfig, run: Run) -> Optional[dict]:
         raise UserError(f"{run.record} records a reference run fine-tuned at another learning rate "
                         f"({done.get('protocol_overrides', {}).get('learning_rate', 'the protocol')}'s) than "
                         "--reference-learning-rate; delete it to run that seed again, or give the same rate")
-    result = FineTuningResult(run.folder, done["task"], done["seed"], done["scores"], done["best_epoch"],
-                              done["metric"], [])
+    result = FineTuningResult(run.folder, done["task"], done["seed"], done["scores"], done["kept_epoch"],
+                              done["metric"], done["epochs"], done["kept"])
     return {"result": result, "seconds": done["seconds"]}
 
 
@@ -441,12 +504,11 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     from mlm_tpu.downstream.fine_tune import fine_tune
 
     protocol = config.protocol
-    if not protocol.metric_for_best_model:  # the epoch the task's score picks: the one the report gives
+    if protocol.optimistic and not protocol.metric_for_best_model:  # the task's score picks the epoch it reports
         protocol = protocol.with_overrides(metric_for_best_model=",".join(run.task.metrics))
     protocol = protocol.with_overrides(**run.variant.protocol_overrides)
     started, cpu_started = time.perf_counter(), time.process_time()
-    # the family's own pooling unless given (the setting is the encoder task's)
-    pooling = {"classifier_pooling": config.classifier_pooling} if config.classifier_pooling else {}
+    pooling = {"classifier_pooling": config.classifier_pooling} if config.classifier_pooling else {}  # every row's
     level = logger.level
     if not config.verbose:
         logger.setLevel(logging.WARNING)  # the benchmark's lines, not each run's
@@ -460,7 +522,11 @@ def fine_tune_run(config: DownstreamConfig, run: Run) -> dict:
     seconds = time.perf_counter() - started
     os.makedirs(os.path.dirname(run.record), exist_ok=True)
     write_json(run.record, {"task": run.task.task.name, "model": run.variant.label, "seed": run.seed,
-                            "scores": result.scores, "best_epoch": result.best_epoch, "metric": result.metric,
+                            "scores": result.scores, "kept": result.kept, "kept_epoch": result.best_epoch,
+                            "chosen_on": "validation" if result.kept == "best" else None, "metric": result.metric,
+                            "classifier_pooling": config.classifier_pooling or DEFAULT_POOLING,
+                            "words_per_row": run.task.words_per_row,
+                            # each epoch's training figures and its dev scores (`validation`)
                             "epochs": [{key: value for key, value in epoch.items() if key != "saved"}
                                        for epoch in result.epochs],
                             "seconds": seconds, "cpu_seconds": time.process_time() - cpu_started,
@@ -501,8 +567,8 @@ def tfidf_result(config: DownstreamConfig, task: PreparedTask, tokenizer) -> dic
     path = os.path.join(config.output_dir, "runs", task.task.name, f"tfidf-{cut_key(where)}.json")
     if os.path.isfile(path):
         return read_json(path, "the TF-IDF floor's record", "delete it to compute it again")
-    log(f"{task.task.name}: TF-IDF + logistic regression on the same rows, each text as far as the model reads it "
-        "(the floor)")
+    log(f"{task.task.name}: TF-IDF + logistic regression on the same rows, reading the same words as the models (the "
+        "floor)")
     floor = tfidf_floor(*task.sources, task.task.input_column, task.task.pair_column, task.task.target_column,
                         task.regression, tokenizer, config.protocol.max_length)
     floor = {"task": task.task.name, "cut": where, **floor, "fixed": fixed_settings(config)}
@@ -512,15 +578,18 @@ def tfidf_result(config: DownstreamConfig, task: PreparedTask, tokenizer) -> dic
 
 
 def make_report(config: DownstreamConfig, prepared: List[PreparedTask], variants: List[Variant],
-                results: Dict[Tuple[str, str, int], FineTuningResult], floors: Dict[str, dict]) -> dict:
+                results: Dict[Tuple[str, str, int], FineTuningResult], floors: Dict[str, dict],
+                words: Dict[Tuple[str, str], float]) -> dict:
     """The report (results.json, --json; report.py): per task and model, the median and spread of its score and of
-    each metric over the seeds; the mean of the medians over tasks."""
+    each metric over the seeds, and the words of a row it read (`words`: by task and tokenizer); the mean of the
+    medians over tasks."""
     seeds = list(range(1, config.seeds + 1))
     tasks = {}
     for task in prepared:
         name = task.task.name
         runs = {variant.role: (variant.label, [results[(name, variant.label, seed)].scores for seed in seeds],
-                               [results[(name, variant.label, seed)].best_epoch for seed in seeds])
+                               [results[(name, variant.label, seed)].best_epoch for seed in seeds],
+                               words[(name, variant.tokenizer)])
                 for variant in variants}
         tasks[name] = task_entry(task.metrics, runs, floors.get(name, {}), train_examples=task.train_examples,
                                  dev_examples=task.dev_examples, about=task.task.about,
@@ -529,6 +598,8 @@ def make_report(config: DownstreamConfig, prepared: List[PreparedTask], variants
     if about and config.reference_learning_rate:
         about["reference_learning_rate"] = config.reference_learning_rate
     return with_mean({"model": config.model, "seeds": seeds, "spread": SPREAD, "protocol": to_dict(config.protocol),
+                      "epoch_reported": kept_epoch_words(config.protocol.keep_epoch),
+                      "optimistic": config.protocol.optimistic,
                       "classifier_pooling": config.classifier_pooling or DEFAULT_POOLING,
                       "max_train_samples": config.max_train_samples, "max_eval_samples": config.max_eval_samples,
                       **about, "tasks": tasks})

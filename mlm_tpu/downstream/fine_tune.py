@@ -14,10 +14,12 @@ from mlm_tpu.shards.reading import find_shards
 def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_name_or_path: Optional[str] = None,
               seed: int = 42, protocol: Optional[FineTuningProtocol] = None, callbacks: Sequence = (),
               **settings) -> FineTuningResult:
-    """The run's result (its best epoch's validation scores); the task is the shards' kind, `settings` further
-    training settings, named as the flags (they override the protocol's). See `mlm_tpu.api.fine_tune`."""
+    """The run's result (its kept epoch's validation scores: the last, or with keep_epoch best the best); the task is
+    the shards' kind, `settings` further training settings, named as the flags (they override the protocol's). See
+    `mlm_tpu.api.fine_tune`."""
     protocol = protocol or FineTuningProtocol()
     check_ranges(protocol)
+    protocol.check()
     from mlm_tpu.tasks import TrainingConfig, shard_kinds, training_task
 
     kind = find_shards(train_dataset, shard_kinds(), None, None, "--train-dataset").kind

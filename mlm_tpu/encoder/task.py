@@ -17,10 +17,12 @@ from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
 from mlm_tpu.encoder.models import (Labels, check_encoder, check_length, encoder_from_scratch, model_inputs,
                                     pretrained_encoder, saved_config)
+from mlm_tpu.encoder.settings import check_kept_epoch
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardWords
-from mlm_tpu.model_folder.pooling import CLASSIFIER_POOLINGS, CLS, MEAN, classifier_pooling
+from mlm_tpu.model_folder.pooling import (CLASSIFIER_POOLINGS, CLS, MEAN, POOLING_WORDS, SEQUENCE_CLASSIFIER,
+                                          classifier_pooling)
 from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_settings, task_settings
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
@@ -93,6 +95,7 @@ class EncoderTask(Task):
     def check(self, config) -> None:
         super().check(config)
         check_one_start(config, "a pretrained encoder")
+        check_kept_epoch(config.keep_epoch, config.metric_for_best_model)
 
     def load_tokenizer(self, config):
         return run_tokenizer(config)
@@ -175,6 +178,9 @@ class EncoderTask(Task):
                             "be averaged with them; give the loss alone, or the scores without it")
 
     def best_metric(self, config) -> Optional[BestMetric]:
+        """What picks the epoch the folder keeps; None with --keep-epoch last (the trainer then saves every epoch)."""
+        if config.keep_epoch == "last":
+            return None
         name = config.metric_for_best_model or self.make_scorer().best_metric
         return BestMetric(name, higher_is_better=name not in LOWER_IS_BETTER)  # the loss is never averaged
 
@@ -217,6 +223,12 @@ class SequenceClassificationTask(EncoderTask):
         pooling = config.classifier_pooling or (classifier_pooling(base) if base else CLS)
         if pooling == MEAN:
             log("The head reads the mean of the last hidden states over the real tokens (--classifier-pooling mean)")
+        was = classifier_pooling(base) if base is not None and any(
+            name.endswith(SEQUENCE_CLASSIFIER) for name in base.architectures or ()) else None
+        if was and was != pooling:
+            log(f"{config.model_name_or_path} is a classifier whose head read {POOLING_WORDS[was]} (classifier_pooling "
+                f"{was}); with --classifier-pooling {pooling} its head now reads {POOLING_WORDS[pooling]} instead, and "
+                "the saved folder says so")
         return pooling
 
     def training_hits(self, logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

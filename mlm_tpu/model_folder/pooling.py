@@ -21,6 +21,7 @@ from typing import Dict, Optional
 
 CLS, MEAN = "cls", "mean"
 CLASSIFIER_POOLINGS = (CLS, MEAN)
+POOLING_WORDS = {CLS: "the first token's hidden state", MEAN: "the mean of the last hidden states over real tokens"}
 MODELING_FILE = "modeling_mean_pooling.py"
 POOLING_FOLDER = "1_Pooling"  # sentence-transformers' Pooling module
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json")
