@@ -18,7 +18,8 @@ Before is the checkpoint with its new head, scored on the same validation masks 
 first step where the run records one, else a run of one step at a learning rate of 1e-12 with the same seed, whose
 new head is the same); after is the run's last validation. The table gives the masked-LM loss, perplexity and masked
 accuracy of both. The continued folder is what `mlm-tpu downstream --baseline reference --reference-continued
-FOLDER` fine-tunes beside the checkpoint itself (benchmarks/downstream.py's reference rows).
+FOLDER` fine-tunes beside the checkpoint itself: benchmarks/downstream.py's reference rows read this script's record
+(run this one first; it imports benchmarks/downstream.py, which never imports it).
 
 Everything is cached under --root (benchmarks/downstream.py's): a re-run does only what is missing.
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict
 
-from downstream import DEFAULT_ROOT, MAX_LENGTH, Corpus, Pretrained, pretrain, train_with_flags
+from downstream import DEFAULT_ROOT, MAX_LENGTH, Corpus, Pretrained, continued_name, pretrain, train_with_flags
 
 import mlm_tpu  # noqa: E402  (downstream put the repository on the path)
 from mlm_tpu.downstream.reference import NAME, reference_folder  # noqa: E402
@@ -71,7 +72,7 @@ def continue_reference(cpu_seconds: float, root: Path = DEFAULT_ROOT) -> Continu
     """The reference continued on IMDB's text for `cpu_seconds` of training steps, and its validation before and
     after (cached: root/pretrained/<NAME>-imdb-<M>min)."""
     corpus = reference_corpus(root)
-    name = f"{NAME}-imdb-{cpu_seconds / 60:g}min"
+    name = continued_name(cpu_seconds)
     after = pretrain(name, ["--model-name-or-path", corpus.tokenizer], cpu_seconds, root, corpus, CONTINUING,
                      CALIBRATION)
     return Continued(validation_before(after, corpus, root), after)

