@@ -147,13 +147,13 @@ def predict_token_classification(model: str, texts: Sequence[str], **settings) -
 def fine_tune(train_dataset: str, eval_dataset: str, output_dir: str, *, model_name_or_path: Optional[str] = None,
               seed: int = 42, protocol=None, callbacks: Sequence = (), **settings):
     """Fine-tune an encoder on a task's shards and score it on its validation shards, under one fixed protocol
-    (`FineTuningProtocol`, GLUE-sane's defaults: 5 epochs, lr 4e-5, batch 16, length 128); returns a
-    FineTuningResult (the best epoch's validation scores). The task is the shards' kind (sequence- or
-    token-classification); `model_name_or_path` None with `model_config` and `tokenizer` trains the same head from
-    scratch, the baseline. `settings` are further training settings (they override the protocol's). A run
-    started as a subprocess (`mlm-tpu train --config`, the protocol's `training_settings()` as the file) gives the
-    same result through `FineTuningResult.of_folder(output_dir)`. README: "Fine-tune an encoder" has a worked example;
-    tests/test_encoder.py runs this function on each task.
+    (`FineTuningProtocol`, GLUE-sane's defaults: 5 epochs, lr 4e-5, batch 16, length 128, the last epoch kept);
+    returns a FineTuningResult (the kept epoch's validation scores, and every epoch's). The task is the shards' kind
+    (sequence- or token-classification); `model_name_or_path` None with `model_config` and `tokenizer` trains the same
+    head from scratch, the baseline. `settings` are further training settings (they override the protocol's). A run
+    started as a subprocess (`mlm-tpu train --config`, the protocol's `training_settings()` as the file) that kept
+    its best epoch (`keep_epoch="best"`) gives the same result through `FineTuningResult.of_folder(output_dir)`.
+    README: "Fine-tune an encoder" has a worked example; tests/test_encoder.py runs this function on each task.
     """
     from mlm_tpu.downstream.fine_tune import fine_tune as run
 
