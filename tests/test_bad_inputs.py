@@ -440,6 +440,13 @@ def unknown_classifier_pooling(inputs):
     return train_flags(inputs, None, "--task", "sequence-classification", "--classifier-pooling", "max")
 
 
+@row("train", "--metric-for-best-model f1 picks the best epoch, and --keep-epoch last keeps the last one",
+     "--keep-epoch best", absent=("model",))
+def best_metric_with_the_last_epoch_kept(inputs):
+    return train_flags(inputs, None, "--task", "sequence-classification", "--keep-epoch", "last",
+                       "--metric-for-best-model", "f1")
+
+
 @row("train", "is a file", absent=("model/training_args.json",))
 def output_dir_is_a_file(inputs):
     text_file(inputs, "model", "not a folder")
