@@ -112,6 +112,10 @@ class SafetensorsWeights(Mapping):
     def __getitem__(self, name: str):
         return self.get_tensor(name)
 
+    def holds(self, name: str) -> bool:
+        """Whether the file holds `name` itself (not as an alias of another weight)."""
+        return name not in self._aliases
+
     def get_tensor(self, name: str):
         with self._damage_named():
             return self._file.get_tensor(self._aliases.get(name, name))
@@ -127,10 +131,14 @@ def decoder_bias_tied_to(name: str) -> Optional[str]:
 
 class CheckpointWeights(Mapping):
     """The safetensors files of one checkpoint (its shards) as one mapping of names to arrays: transformers' loader
-    then matches every weight once, over all of them."""
+    then matches every weight once, over all of them; a weight one file holds wins over another's alias for it."""
 
     def __init__(self, files: List[SafetensorsWeights]):
-        self._files = {name: weights for weights in files for name in weights}
+        self._files: Dict[str, SafetensorsWeights] = {}
+        for weights in files:
+            for name in weights:
+                if name not in self._files or weights.holds(name):
+                    self._files[name] = weights
 
     def __iter__(self):
         return iter(self._files)
