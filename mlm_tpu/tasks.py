@@ -27,7 +27,7 @@ from mlm_tpu.electra.settings import ElectraSettings
 from mlm_tpu.encoder.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 from mlm_tpu.encoder.settings import EncoderSettings, SequenceClassificationSettings
 from mlm_tpu.errors import UserError
-from mlm_tpu.mlm.settings import MaskedLmSettings
+from mlm_tpu.mlm.settings import ContinuedMaskedLmSettings
 from mlm_tpu.t5.settings import ClassificationSettings, GenerationSettings, SpanCorruptionSettings
 from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.task import Head
@@ -68,7 +68,7 @@ class TaskDeclaration:
 
 
 TASKS_DECLARED: Dict[str, TaskDeclaration] = {
-    "mlm": TaskDeclaration(("mlm_tpu.mlm.task", "MaskedLmTask"), MaskedLmSettings, "mlm", TaskWords(
+    "mlm": TaskDeclaration(("mlm_tpu.mlm.task", "MaskedLmTask"), ContinuedMaskedLmSettings, "mlm", TaskWords(
         "a masked LM (RoBERTa by default; any family transformers' TensorFlow classes build)",
         "packed documents", "masked-LM loss, perplexity, masked accuracy", pretrains=True)),
     "electra": TaskDeclaration(("mlm_tpu.electra.task", "ElectraTask"), ElectraSettings, "mlm", TaskWords(

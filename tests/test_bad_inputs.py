@@ -398,6 +398,24 @@ def learning_rate_negative(inputs):
     return train_flags(inputs, None, "--learning-rate", "-1")
 
 
+@row("train", "--new-embeddings mean", "needs --model-name-or-path", absent=("model",))
+def new_embeddings_without_a_checkpoint(inputs):
+    return train_flags(inputs, None, "--new-embeddings", "mean")
+
+
+@row("train", "--new-embeddings mean", "adds no piece", "tokenizer extend", absent=("model",))
+def new_embeddings_without_an_extended_tokenizer(inputs):
+    model = inputs.good_model()
+    return ["--train-dataset", str(FIXTURES / "shards" / "train"), "--tokenizer", str(model), "--model-name-or-path",
+            str(model), "--max-steps", "1", "--new-embeddings", "mean", "--output-dir", str(inputs.tmp / "model")]
+
+
+@row("train", "is not an extension of --model-name-or-path", "tokenizer extend", absent=("model",))
+def a_larger_tokenizer_that_is_not_the_checkpoints_extended(inputs):
+    return ["--train-dataset", str(inputs.shards / "train"), "--tokenizer", str(inputs.tokenizer),
+            "--model-name-or-path", str(inputs.good_model()), "--max-steps", "1", "--output-dir", str(inputs.tmp / "model")]
+
+
 @row("train", "--lr-schedule rsqrt --learning-rate 1 is its peak", "--base-learning-rate 1", absent=("model",))
 def t5x_base_learning_rate_given_as_the_peak(inputs):
     return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")

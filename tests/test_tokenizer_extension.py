@@ -242,3 +242,26 @@ def test_a_grown_model_reads_text_without_a_new_piece_as_before_and_starts_new_r
     with capsys.disabled():
         print(f"\n{kind}: loss over the old vocabulary {old_loss:.5f}, over the grown one {new_loss:.5f}")
     assert old_loss <= new_loss < old_loss + 1.0
+
+
+@pytest.mark.slow
+def test_continuing_a_checkpoint_with_its_extended_tokenizer_grows_it_and_logs_the_count_and_rule(
+        extended, trained_mlm, wikitext_path, tmp_path):
+    """`train --model-name-or-path M --tokenizer EXTENDED --new-embeddings mean-of-pieces`: the checkpoint's
+    vocabulary grows to the extension's, the log names the count and the rule, the saved model has the new size."""
+    from conftest import MAX_LENGTH, run_module, run_train
+
+    _, folder, _ = extended["unigram"]  # the tokenizer trained_mlm was trained with, extended
+    ext = load_tokenizer(str(folder))
+    shards = tmp_path / "shards"
+    result = run_module("mlm_tpu.shard", "--tokenizer", str(folder), "--text-files", str(wikitext_path), "--limit",
+                        "200", "--split", "train", "--max-length", str(MAX_LENGTH), "--output-dir", str(shards))
+    assert result.returncode == 0, result.stderr
+    result = run_train("--train-dataset", shards / "train", "--tokenizer", folder, "--model-name-or-path",
+                       trained_mlm[0], "--new-embeddings", "mean-of-pieces", "--max-steps", 2,
+                       "--per-replica-batch-size", 8, "--output-dir", tmp_path / "grown")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(rf"adds {len(ext) - 2000} pieces to .*its vocabulary grows from 2,000 to {len(ext):,} "
+                     r".*\(--new-embeddings mean-of-pieces\)", result.stderr), result.stderr[-3000:]
+    config = json.loads((tmp_path / "grown" / "config.json").read_text())
+    assert config["vocab_size"] == len(ext) == len(load_tokenizer(str(tmp_path / "grown")))

@@ -42,6 +42,7 @@ class ElectraTask(MaskedLmTask):
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
     default_masking = ELECTRA_MASKING
+    grows_vocabulary = False  # an extended tokenizer is not grown into ELECTRA's two models (yet)
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)

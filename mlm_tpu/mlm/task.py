@@ -20,7 +20,7 @@ from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import Masking, MlmMasker
 from mlm_tpu.mlm.masking import SPAN
-from mlm_tpu.mlm.continued import FLAG, continued_masked_lm
+from mlm_tpu.mlm.continued import FLAG, continued_masked_lm, vocabulary_growth
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder.card import CardWords
@@ -39,6 +39,7 @@ class MaskedLmTask(Task):
     model_class = TFAutoModelForMaskedLM
     accuracy_name = "masked_accuracy"
     validates_before_training = True
+    grows_vocabulary = True  # continued with a --tokenizer that extends the checkpoint's (--new-embeddings)
     default_masking = Masking()  # what a run that gives no masking flags masks (🤗's, 80/10/10)
 
     def __init__(self, name: str, declared=None):
@@ -47,6 +48,7 @@ class MaskedLmTask(Task):
         self.word_starts: Optional[List[bool]] = None  # the tokenizer's word marks, for whole-word and span masking
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
         self.continued_from: Optional[str] = None  # the checkpoint a continued run started from, for its card
+        self.growth: Dict[int, List[int]] = {}  # the ids an extended --tokenizer adds to the checkpoint's: base pieces
 
     def check(self, config) -> None:
         super().check(config)
@@ -54,6 +56,10 @@ class MaskedLmTask(Task):
             raise UserError(f"--model-config gives the shape of a model trained from scratch; --model-name-or-path "
                             f"{config.model_name_or_path} continues one of its own shape: drop --model-config "
                             "(--config-overrides may still change its dropout and similar settings)")
+        if getattr(config, "new_embeddings", None) and not config.model_name_or_path:
+            raise UserError(f"--new-embeddings {config.new_embeddings} initialises the rows of the pieces an extended "
+                            "--tokenizer adds to a checkpoint's; it needs --model-name-or-path (a model trained from "
+                            "scratch has its vocabulary fitted to --tokenizer)")
         Masking.of(config, self.default_masking)  # a bad --masking or replacement split, refused before anything loads
         if config.dense_mlm_head and config.max_predictions_per_seq:
             raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "
@@ -83,6 +89,8 @@ class MaskedLmTask(Task):
             base = with_overrides(read_model_config(config.model_name_or_path, FLAG), config.config_overrides)
             check_length(base, train.length, f"{FLAG} {config.model_name_or_path}",
                          f"--train-dataset holds {train.length}-token examples", "shard with")
+            if self.grows_vocabulary:
+                self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
         self._set_masking(config, tokenizer)
         validated = (f"; validation at {self.eval_masking.mlm_probability:.0%}"
                      if self.eval_masking.describe() != self.masking.describe() else "")
@@ -129,7 +137,8 @@ class MaskedLmTask(Task):
     def build_model(self, config, tokenizer, train: ShardSet):
         self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
-            model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides)
+            model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides, self.growth,
+                                        config.new_embeddings, config.seed)
         else:
             model_config = config_for(config.model_config or DEFAULT_PRESET, tokenizer, train.length,
                                       config.config_overrides)

@@ -27,6 +27,8 @@ import numpy as np
 from mlm_tpu.tokenizer.extension import PADDING_PIECE, check_extension
 
 RULES = ("mean-of-pieces", "mean", "random")
+RULE_WORDS = {"mean-of-pieces": "the mean of the rows of the pieces the checkpoint's tokenizer cut its piece into",
+              "mean": "the mean of all rows", "random": "drawn from a truncated normal, its bias 0"}
 DEFAULT_RULE = "mean-of-pieces"
 DEFAULT_INITIALIZER_RANGE = 0.02  # transformers' default where a config names none
 PADDING = re.compile(re.escape(PADDING_PIECE).replace(r"\{\}", r"\d+"))
@@ -92,9 +94,10 @@ def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, 
 
 def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[int, List[int]], rule: str,
                     initializer_range: float, seed: int, bias: Optional[np.ndarray]) -> np.ndarray:
-    """One weight with a vocabulary axis grown from `old_size` to `new_size`: rows of an embedding [V, X], columns of
-    an output kernel [X, V] (T5 1.1's untied lm_head), entries of an output bias [V] (`bias`: that bias, which the
-    rows' rule reads for the bias it gives)."""
+    """One weight with a vocabulary axis grown from `old_size` to `new_size` (or as large, its new ids' rows set):
+    rows of an embedding [V, X], columns of an output kernel [X, V] (T5 1.1's untied lm_head), entries of an output
+    bias [V] (`bias`: that bias, which the rows' rule reads for the bias it gives)."""
+    new_size = max(old_size, new_size)
     if value.ndim == 1:
         return resized(np.zeros((old_size, 1), value.dtype), value, cuts, rule, initializer_range, seed)[1][:new_size]
     if value.shape[0] == old_size:
@@ -105,22 +108,21 @@ def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[
 def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0):
     """A transformers TensorFlow model of the same class with a vocabulary grown to hold every id of `cuts`
     (base_cuts): the same weights, and for the new ids rows by `rule` in every weight with a vocabulary axis (the
-    input embeddings, with the masked-LM decoder tied to them; the output bias; an untied output kernel). Returns
-    (the model, the names of the weights that grew)."""
+    input embeddings, with the masked-LM decoder tied to them; the output bias; an untied output kernel). A model
+    with rows to spare for them (a vocabulary padded to a multiple) keeps its size, those rows set. Returns (the
+    model, the names of the weights that grew or were set)."""
     new_size = max(index + 1 for index in cuts)
     old_size = model.config.vocab_size
     if new_size <= old_size:
-        return model, []
+        return _with_rows_set(model, cuts, rule, seed)
     config = model.config.__class__.from_dict({**model.config.to_dict(), "vocab_size": new_size})
-    initializer_range = getattr(config, "initializer_range", getattr(config, "initializer_factor",
-                                                                     DEFAULT_INITIALIZER_RANGE))
+    initializer_range = _initializer_range(config)
     grown = type(model)(config)
     grown(grown.dummy_inputs, training=False)
     names = lambda weights: [weight.name.split("/", 1)[-1] for weight in weights]  # noqa: E731
     if names(grown.weights) != names(model.weights):
         raise ValueError(f"{type(model).__name__} built with a larger vocabulary has other weights")
-    biases = [weight.numpy() for weight in model.weights if tuple(weight.shape) == (old_size,)]
-    bias = biases[0] if len(biases) == 1 else None
+    bias = _output_bias(model, old_size)
     values, changed = [], []
     for weight, target in zip(model.weights, grown.weights):
         value = weight.numpy()
@@ -130,3 +132,28 @@ def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, s
         values.append(value)
     grown.set_weights(values)
     return grown, changed
+
+
+def _output_bias(model, size: int) -> Optional[np.ndarray]:
+    """The masked-LM head's output bias: the model's one weight of shape [vocabulary] (T5 has none)."""
+    biases = [weight.numpy() for weight in model.weights if tuple(weight.shape) == (size,)]
+    return biases[0] if len(biases) == 1 else None
+
+
+def _initializer_range(config) -> float:
+    return getattr(config, "initializer_range", getattr(config, "initializer_factor", DEFAULT_INITIALIZER_RANGE))
+
+
+def _with_rows_set(model, cuts: Dict[int, List[int]], rule: str, seed: int):
+    """`model` with the rows of the ids of `cuts` in its weights with a vocabulary axis set by `rule` (resized_model
+    where they exist already)."""
+    size = model.config.vocab_size
+    bias = _output_bias(model, size)
+    changed = []
+    for weight in model.weights:
+        if size in tuple(weight.shape):
+            weight.assign(_resized_weight(weight.numpy(), size, size, cuts, rule, _initializer_range(model.config),
+                                          seed, bias))
+            changed.append(weight.name.split("/", 1)[-1])
+    return model, changed
+

@@ -76,10 +76,10 @@ def make_output_dir(path: str) -> None:
 
 
 def check_tokenizers(config: TrunkConfig, tokenizer, train_shards: ShardSet,
-                     eval_shards: Optional[ShardSet]) -> None:
-    """The tokenizer the run trains with is the base's (its embeddings), then the one every split (each mixture
-    member) was sharded with (its ids)."""
-    check_base_vocabulary(config, tokenizer)
+                     eval_shards: Optional[ShardSet], grows: bool = False) -> None:
+    """The tokenizer the run trains with is the base's (its embeddings; with `grows`, the task's Task.grows_vocabulary,
+    or an extension of it), then the one every split (each mixture member) was sharded with (its ids)."""
+    check_base_vocabulary(config, tokenizer, grows)
     base = config.model_name_or_path
     given = f"--tokenizer {config.tokenizer}" if config.tokenizer else f"the tokenizer of --model-name-or-path {base}"
     # without --tokenizer, the model's own: its embeddings were learnt for its pieces, so only re-sharding can fix it

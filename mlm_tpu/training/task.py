@@ -78,16 +78,23 @@ def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
     return None
 
 
-def check_base_vocabulary(config: TrunkConfig, tokenizer) -> None:
+def check_base_vocabulary(config: TrunkConfig, tokenizer, grows: bool = False) -> None:
     """A run that starts from --model-name-or-path reads its shards with --tokenizer, but the base's embeddings were
     learnt for the pieces of its own tokenizer: --tokenizer must have the same vocabulary (the same pieces at the
-    same ids; its files may differ). A base without tokenizer files of its own (or a Hub name) is not checked."""
+    same ids; its files may differ), or, for a task that `grows` the embeddings, extend it (`tokenizer extend`). A
+    base without tokenizer files of its own (or a Hub name) is not checked."""
+    from mlm_tpu.tokenizer.extension import check_extension
     from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
 
     base = config.model_name_or_path
     if not (config.tokenizer and base and holds_tokenizer(base)):
         return
-    base_vocabulary, vocabulary = load_tokenizer(base, "--model-name-or-path").get_vocab(), tokenizer.get_vocab()
+    base_tokenizer = load_tokenizer(base, "--model-name-or-path")
+    base_vocabulary, vocabulary = base_tokenizer.get_vocab(), tokenizer.get_vocab()
+    if grows and len(vocabulary) > len(base_vocabulary):
+        check_extension(base_tokenizer, tokenizer, f"--tokenizer {config.tokenizer}",
+                        f"--model-name-or-path {base}'s")
+        return
     if vocabulary != base_vocabulary:
         same = len(vocabulary.items() & base_vocabulary.items())
         raise UserError(f"--tokenizer {config.tokenizer} has another vocabulary than the tokenizer of "
@@ -162,6 +169,7 @@ class Task:
     # step (loop.py), so its log, records and card show what continuing bought
     validates_before_training = False
     packs: bool = False  # whether --pack can put several of its examples in one row
+    grows_vocabulary: bool = False  # whether a --tokenizer that extends the base's grows its embeddings (the masked LM)
     no_weight_decay: Tuple[str, ...] = ()  # weight names (substrings) AdamW leaves undecayed, as LayerNorm and biases
     # sub-folders of its model folder that hold models of their own (ELECTRA's generator/), exported with it
     companion_folders: Tuple[str, ...] = ()

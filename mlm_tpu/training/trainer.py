@@ -84,7 +84,7 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         shards, eval_shards = find_training_shards(config, task)
         tokenizer = task.load_tokenizer(config)
-        check_tokenizers(config, tokenizer, shards, eval_shards)
+        check_tokenizers(config, tokenizer, shards, eval_shards, task.grows_vocabulary)
         task.prepare(config, tokenizer, shards, eval_shards)
         check_output_folder(config)  # what the run reads is checked first, then where it writes
         # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
