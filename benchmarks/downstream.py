@@ -43,7 +43,8 @@ The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA) 
 SHORT_RECIPES (the dense head, span masking) at 10 CPU minutes, labelled so, then scratch, the reference rows and the
 floor.
 
-Usage: python benchmarks/continued_pretraining.py --cpu-minutes 45 && python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
+Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
+       python benchmarks/continued_pretraining.py --cpu-minutes 45   # first: the reference-continued row's run
        python benchmarks/downstream.py --calibrate-only   # each recipe's CPU time per step, before the runs
        python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
        python benchmarks/downstream.py --floor-only   # each task's TF-IDF floor, cut as the models read and whole
@@ -353,8 +354,8 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
         if role in first["mean"]:
             lines.append(f"| {title} | {what} | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
                          f" | {100 * first['mean'][role]:.1f} |")
-    lines += ["", "Words of a review read (mean over training and dev rows; every row is fed the same text, each review "
-              f"cut to the whole words the corpus tokenizer keeps in {MAX_LENGTH} tokens):", ""]
+    lines += ["", "Words of a review read (mean over training and dev rows; every row is fed the same text, each "
+              f"review cut to the whole words the corpus tokenizer keeps in {MAX_LENGTH} tokens):", ""]
     lines += [f"- {ROLE_TITLES[role]}: " + ", ".join(f"{task} {first['tasks'][task][role]['words_per_row']:.1f}"
                                                     for task in tasks)
               for role in first["mean"] if first["tasks"][tasks[0]].get(role, {}).get("words_per_row") is not None]

@@ -2,10 +2,13 @@
 one) and the offline movie-review tasks with capped rows.
 
 End to end: the real command is killed (-9) after its first run, and run again: the finished run is read back
-untouched, the others run, and the report's medians and spreads are those of the runs' own best_model.json,
-computed here independently; a second benchmark in the same folder adds the scratch baseline and the TF-IDF floor
-and reuses everything else. Then what does not train: the dev splits, the task catalogue (GLUE on a local copy
-shaped as the Hub's, the user's own files), and each bad input as one error line with nothing written.
+untouched, the others run, and the report's medians and spreads are those of the runs' own saved epochs (their
+model cards), computed here independently; a second benchmark in the same folder adds the scratch baseline and the
+TF-IDF floor and reuses everything else. The protocol scores each run's last epoch where the dev set would pick
+another (--keep-epoch best picks it, and the table says so); every model reads the same words; a mean-pooled
+classifier's rows, scratch's too, read the mean. Then what does not train: the dev splits, the task catalogue (GLUE
+on a local copy shaped as the Hub's, the user's own files), and each bad input as one error line with nothing
+written.
 """
 
 import json
@@ -651,7 +654,8 @@ def test_the_benchmark_scripts_import_each_other_one_way_and_their_table_says_wh
 
     floor = {"cut": {"tokenizer": "abc", "max_length": 64}, "scores": {"accuracy": 0.7}, "texts_cut": [9, 3],
              "words_per_row": 37.9, "whole_text_scores": {"accuracy": 0.8}, "whole_words_per_row": 230.0}
-    runs = {"model": ("mlm-45min", [{"accuracy": 0.75}], [5], 37.9), "reference": ("ref", [{"accuracy": 0.8}], [5], 37.5)}
+    runs = {"model": ("mlm-45min", [{"accuracy": 0.75}], [5], 37.9),
+            "reference": ("ref", [{"accuracy": 0.8}], [5], 37.5)}
     for optimistic in (False, True):
         report = with_mean({"classifier_pooling": "mean", "optimistic": optimistic, "tasks": {
             "imdb": task_entry(["accuracy"], runs, floor, train_examples=2000, dev_examples=2500)}})

@@ -5,11 +5,12 @@ defaults, Geiping & Goldstein 2022), scores its last epoch on the task's dev set
 is scored; `keep_epoch="best"` keeps each run's best epoch on the dev set instead, and every table says the scores
 are then optimistic), and the report gives per task the median over seeds and the spread (max - min), and the mean of
 the medians over tasks. Every model reads the same text: each row cut to the whole words the model's tokenizer keeps
-at the protocol's length (words.py), which each tokenizes with its own; the report gives the words each read per row. `--baseline scratch` runs the
-same shape from random initialisation (the model's config and tokenizer), so the report says what pretraining bought;
-`--baseline tfidf` adds the floor of a linear model on TF-IDF features (floor.py); `--baseline reference` a
-checkpoint people use, all-MiniLM-L6-v2 (reference.py), fine-tuned the same way on shards of its own tokenizer, and
-`--reference-continued FOLDER` its continued-pretraining (task-adaptive) variant beside it. `--classifier-pooling`
+at the protocol's length (words.py), which each tokenizes with its own; the report gives the words each read per
+row. `--baseline scratch` runs the same shape from random initialisation (the model's config and tokenizer), so the
+report says what pretraining bought; `--baseline tfidf` adds the floor of a linear model on TF-IDF features
+(floor.py); `--baseline reference` a checkpoint people use, all-MiniLM-L6-v2 (reference.py), fine-tuned the same
+way on shards of its own tokenizer, and `--reference-continued FOLDER` its continued-pretraining (task-adaptive)
+variant beside it. `--classifier-pooling`
 (the first token's hidden state, or the mean over real tokens) is part of the protocol: every row's classifiers read
 the same, the model's own (a mean-pooled classifier's mean) unless given.
 
@@ -473,9 +474,9 @@ def run_all(config: DownstreamConfig, runs: List[Run]) -> Dict[Tuple[str, str, i
         results[(run.task.task.name, run.variant.label, run.seed)] = result
         took.setdefault(run.task.task.name, []).append(done["seconds"])
         left = len(runs) - number
-        log(f"{where}: {_describe_score(run.task.metrics, run_score(result.scores, run.task.metrics))} "
-            f"({kept_epoch_words(result.kept, result.best_epoch)}; {said}); " + (f"{left} run{'s' * (left != 1)} left{_eta(runs[number:], took, examples)}"
-                                                 if left else "all runs done"))
+        score = _describe_score(run.task.metrics, run_score(result.scores, run.task.metrics))
+        log(f"{where}: {score} ({kept_epoch_words(result.kept, result.best_epoch)}; {said}); " +
+            (f"{left} run{'s' * (left != 1)} left{_eta(runs[number:], took, examples)}" if left else "all runs done"))
     return results
 
 
