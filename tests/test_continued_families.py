@@ -77,6 +77,27 @@ def test_a_transformers_5_checkpoint_gives_its_own_masked_lm_loss_in_tensorflow(
     assert abs(float(np.mean(tensorflow_outputs(model, batch, sparse=True).loss)) - float(batch["loss"])) < TOLERANCE
 
 
+# the weights a sequence classifier adds to each family's masked LM as transformers 5 saves it: BERT's and ALBERT's pooler
+# (inside the encoder's prefix, which their masked LMs save without) and the classifier
+CLASSIFIER_MODULES = {"bert": "bert.pooler.dense, classifier", "albert": "albert.pooler, classifier",
+                      "distilbert": "classifier, pre_classifier", "deberta-v2": "classifier, pooler.dense"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_transformers_5_masked_lm_fine_tunes_with_its_new_head_named(checkpoints, family, capsys):
+    """Fine-tuning starts from a masked LM saved with PyTorch weights alone (every run_mlm.py BERT): what the
+    classifier adds is new and named, a BERT's pooler too, where it was refused as missing encoder weights."""
+    import mlm_tpu  # noqa: F401
+    from transformers import TFAutoModelForSequenceClassification
+
+    from mlm_tpu.encoder.models import Labels, pretrained_encoder
+
+    _, new_weights = pretrained_encoder(str(checkpoints / family), TFAutoModelForSequenceClassification,
+                                        Labels(("a", "b")))
+    modules = CLASSIFIER_MODULES.get(family, "classifier.dense, classifier.out_proj")
+    assert f"a new head is initialised for 2 outputs: {modules}" in capsys.readouterr().err
+
+
 MARKS = {"wordpiece": ("##", False), "bpe": ("Ġ", True), "unigram": ("▁", True)}  # marker, whether it starts a word
 
 
