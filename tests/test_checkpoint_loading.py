@@ -161,10 +161,10 @@ def test_train_refuses_a_bare_encoder_lacking_a_layer(tmp_path, in_process):
 
 # --- --config-overrides on a checkpoint: only those that change no weight ---------------------------------------------
 
-@pytest.mark.parametrize("layout", ["tensorflow", "pytorch"])
-@pytest.mark.parametrize("override, changed", [("intermediate_size=64", "changes 6 weights"),
-                                               ("hidden_size=32", "changes 39 weights"),
-                                               ("num_hidden_layers=3", "changes 16 weights")])
+@pytest.mark.parametrize("layout, override, changed", [("tensorflow", "intermediate_size=64", "changes 6 weights"),
+                                                       ("tensorflow", "hidden_size=32", "changes 39 weights"),
+                                                       ("tensorflow", "num_hidden_layers=3", "changes 16 weights"),
+                                                       ("pytorch", "hidden_size=32", "changes 39 weights")])
 def test_an_override_that_changes_a_weight_is_refused_naming_the_flag(layout, override, changed, tmp_path,
                                                                       in_process):
     """With tf_model.h5 the weights that no longer fit were re-initialised (hidden_size: all of them) and the run
