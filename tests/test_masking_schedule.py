@@ -113,8 +113,8 @@ def test_a_run_killed_in_phase_2_resumes_with_phase_2s_rate_bit_for_bit(shards, 
     from test_resume import assert_same_run, resumed_at, train_and_kill_after_backup
 
     def flags(output_dir):
-        return ["--train-dataset", shards / "train", "--tokenizer", wikitext_tokenizer[0], "--model-config", "tiny", "--max-steps", 12, "--per-replica-batch-size", 4,
-                "--backup-steps", 3, "--logging-steps", 1, "--mlm-probability-schedule", *SCHEDULE,
+        return ["--train-dataset", shards / "train", "--tokenizer", wikitext_tokenizer[0], "--model-config", "tiny",
+                "--max-steps", 12, "--per-replica-batch-size", 4, "--backup-steps", 3, "--logging-steps", 1, "--mlm-probability-schedule", *SCHEDULE,
                 "--eval-mlm-probability", 0.2, "--output-dir", output_dir]
 
     uninterrupted = run_train(*flags(tmp_path / "uninterrupted"))
