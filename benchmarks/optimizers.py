@@ -41,8 +41,8 @@ def runs_of(name: str, batch_size: int):
     from mlm_tpu.training.optimizers import NO_DECAY, create_state, make_optimizer, with_schedule_defaults
 
     keras.utils.set_random_seed(0)
-    model = TFAutoModelForMaskedLM.from_config(masked_lm_config(vocab_size=VOCABULARY, max_position_embeddings=LENGTH + 2,
-                                                                **PRESETS["small"]))
+    shape = masked_lm_config(vocab_size=VOCABULARY, max_position_embeddings=LENGTH + 2, **PRESETS["small"])
+    model = TFAutoModelForMaskedLM.from_config(shape)
     model.build_in_name_scope()
     config = with_schedule_defaults(TrainingConfig("s", "o", optimizer=name, weight_decay_rate=0.01))
     optimizer = make_optimizer(config, total_steps=10_000, no_decay=NO_DECAY)

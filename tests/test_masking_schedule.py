@@ -114,8 +114,8 @@ def test_a_run_killed_in_phase_2_resumes_with_phase_2s_rate_bit_for_bit(shards, 
 
     def flags(output_dir):
         return ["--train-dataset", shards / "train", "--tokenizer", wikitext_tokenizer[0], "--model-config", "tiny",
-                "--max-steps", 12, "--per-replica-batch-size", 4, "--backup-steps", 3, "--logging-steps", 1, "--mlm-probability-schedule", *SCHEDULE,
-                "--eval-mlm-probability", 0.2, "--output-dir", output_dir]
+                "--max-steps", 12, "--per-replica-batch-size", 4, "--backup-steps", 3, "--logging-steps", 1,
+                "--mlm-probability-schedule", *SCHEDULE, "--eval-mlm-probability", 0.2, "--output-dir", output_dir]
 
     uninterrupted = run_train(*flags(tmp_path / "uninterrupted"))
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]

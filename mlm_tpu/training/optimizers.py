@@ -70,7 +70,8 @@ def with_schedule_defaults(config):
     if config.lr_schedule != "rsqrt":
         if config.base_learning_rate is not None:
             raise UserError("--base-learning-rate is T5X's base of --lr-schedule rsqrt (the rate base / sqrt(max(step, "
-                            f"warm-up))); with --lr-schedule {config.lr_schedule} give the peak rate as --learning-rate")
+                            f"warm-up))); with --lr-schedule {config.lr_schedule} give the peak rate as "
+                            "--learning-rate")
         peak = config.learning_rate or LINEAR_LEARNING_RATE
         if config.lr_schedule in DECAYING_TO_MINIMUM and config.min_learning_rate > peak:
             raise UserError(f"--min-learning-rate {config.min_learning_rate:g} is above the peak --learning-rate "
@@ -329,7 +330,8 @@ class StableAdamW(keras.optimizers.legacy.Optimizer):
     def get_config(self):
         return {**super().get_config(), "learning_rate": self._serialize_hyperparameter("learning_rate"),
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "weight_decay_rate": self.weight_decay_rate, "exclude_from_weight_decay": self.exclude_from_weight_decay}
+                "weight_decay_rate": self.weight_decay_rate,
+                "exclude_from_weight_decay": self.exclude_from_weight_decay}
 
 
 def debiased_beta(beta: float, step):
@@ -357,5 +359,5 @@ def describe_optimizer(config, optimizer, model) -> str:
     schedule = optimizer._get_hyper("learning_rate") if hasattr(optimizer, "_get_hyper") else None
     after = schedule.describe() if isinstance(schedule, WarmupThen) else ""
     return (f"Optimizer: {config.optimizer}, {config.lr_schedule} schedule ({start}{base}peak "
-            f"{config.learning_rate:g}, {warmup}{after}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x the "
-            f"trainable weights' {weights:,})")
+            f"{config.learning_rate:g}, {warmup}{after}); its state: {state:,} bytes ({state / max(weights, 1):.2f} x "
+            f"the trainable weights' {weights:,})")
