@@ -265,3 +265,18 @@ def test_continuing_a_checkpoint_with_its_extended_tokenizer_grows_it_and_logs_t
                      r".*\(--new-embeddings mean-of-pieces\)", result.stderr), result.stderr[-3000:]
     config = json.loads((tmp_path / "grown" / "config.json").read_text())
     assert config["vocab_size"] == len(ext) == len(load_tokenizer(str(tmp_path / "grown")))
+    # the folder in transformers 5: its logits (the new ids' too) as TensorFlow's, for text holding new pieces
+    from transformers import TFAutoModelForMaskedLM
+
+    from mlm_tpu.model_folder.loading import load_model
+    from test_continued_families import pytorch_logits_check
+
+    texts = ["The Hedgehog of Pennsylvania and Kentucky .", "It was brought to London in 1990 ."]
+    batch = ext(texts, padding=True, return_tensors="np")
+    inputs = {name: batch[name] for name in ("input_ids", "attention_mask")}
+    assert (inputs["input_ids"] >= 2000).any()
+    logits = load_model(str(tmp_path / "grown"), TFAutoModelForMaskedLM)(**inputs, training=False).logits.numpy()
+    np.savez(tmp_path / "inputs.npz", **inputs, logits=logits)
+    report = pytorch_logits_check(tmp_path / "grown", tmp_path / "inputs.npz")
+    assert report["transformers"].startswith("5.") and not report["missing"], report
+    assert report["max_abs_diff"] < 1e-4, report
