@@ -194,5 +194,9 @@ class ModernBertDecoder(keras.layers.Layer):
 
     def call(self, hidden_states):
         weight = self.embeddings.embeddings if self.embeddings is not None else self.kernel
-        logits = tf.cast(tf.einsum("...h,vh->...v", hidden_states, tf.cast(weight, hidden_states.dtype)), tf.float32)
+        # one 2-D matmul: einsum's "...h,vh->...v" would broadcast the weight's gradient over every position
+        flat = tf.reshape(hidden_states, [-1, self.config.hidden_size])
+        logits = tf.matmul(flat, tf.cast(weight, flat.dtype), transpose_b=True)
+        logits = tf.reshape(tf.cast(logits, tf.float32),
+                            tf.concat([tf.shape(hidden_states)[:-1], [self.config.vocab_size]], axis=0))
         return logits + self.bias if self.bias is not None else logits
