@@ -208,6 +208,23 @@ def test_both_config_spellings_are_one_config_and_flops_count_the_window():
     assert {name: preset(name).num_hidden_layers for name in PRESETS}["modernbert-base"] == 22
 
 
+def test_the_sparse_head_of_the_masked_lm_line_finds_modernberts_encoder_and_head():
+    """mlm/sparse_head.py (what the trainer's sparse prediction runs) takes the model as it takes transformers'."""
+    import tensorflow as tf
+
+    from mlm_tpu.mlm.sparse_head import logits_at
+    from mlm_tpu.modernbert.config import from_dict
+    from mlm_tpu.modernbert.model import build
+
+    model = build(from_dict(NEW_SPELLING), "masked_lm")
+    perturb(model, 5)
+    input_ids = tf.constant(np.random.default_rng(3).integers(3, TINY["vocab_size"], (2, LENGTH)))
+    attention_mask, positions = tf.ones_like(input_ids), tf.constant([[1, 2, 20], [0, 9, 23]])
+    dense = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    sparse = logits_at(model, input_ids, attention_mask, positions, training=False)
+    assert np.abs(sparse.numpy() - tf.gather(dense, positions, batch_dims=1).numpy()).max() < 1e-5
+
+
 def test_under_mixed_bfloat16_the_logits_are_float32_and_near_float32s():
     import tensorflow as tf
     import tf_keras as keras
