@@ -244,19 +244,30 @@ def test_a_grown_model_reads_text_without_a_new_piece_as_before_and_starts_new_r
     assert old_loss <= new_loss < old_loss + 1.0
 
 
+@pytest.fixture(scope="module")
+def extended_shards(extended, wikitext_path, tmp_path_factory):
+    """WikiText shards made with the extended Unigram tokenizer: train (200 documents) and validation (50)."""
+    from conftest import MAX_LENGTH, run_module
+
+    shards = tmp_path_factory.mktemp("extended-shards")
+    for split, limit in (("train", "200"), ("validation", "50")):
+        result = run_module("mlm_tpu.shard", "--tokenizer", str(extended["unigram"][1]), "--text-files",
+                            str(wikitext_path), "--limit", limit, "--split", split, "--max-length", str(MAX_LENGTH),
+                            "--output-dir", str(shards))
+        assert result.returncode == 0, result.stderr
+    return shards
+
+
 @pytest.mark.slow
 def test_continuing_a_checkpoint_with_its_extended_tokenizer_grows_it_and_logs_the_count_and_rule(
-        extended, trained_mlm, wikitext_path, tmp_path):
+        extended, trained_mlm, extended_shards, tmp_path):
     """`train --model-name-or-path M --tokenizer EXTENDED --new-embeddings mean-of-pieces`: the checkpoint's
     vocabulary grows to the extension's, the log names the count and the rule, the saved model has the new size."""
-    from conftest import MAX_LENGTH, run_module, run_train
+    from conftest import run_train
 
     _, folder, _ = extended["unigram"]  # the tokenizer trained_mlm was trained with, extended
     ext = load_tokenizer(str(folder))
-    shards = tmp_path / "shards"
-    result = run_module("mlm_tpu.shard", "--tokenizer", str(folder), "--text-files", str(wikitext_path), "--limit",
-                        "200", "--split", "train", "--max-length", str(MAX_LENGTH), "--output-dir", str(shards))
-    assert result.returncode == 0, result.stderr
+    shards = extended_shards
     result = run_train("--train-dataset", shards / "train", "--tokenizer", folder, "--model-name-or-path",
                        trained_mlm[0], "--new-embeddings", "mean-of-pieces", "--max-steps", 2,
                        "--per-replica-batch-size", 8, "--output-dir", tmp_path / "grown")
@@ -280,3 +291,33 @@ def test_continuing_a_checkpoint_with_its_extended_tokenizer_grows_it_and_logs_t
     report = pytorch_logits_check(tmp_path / "grown", tmp_path / "inputs.npz")
     assert report["transformers"].startswith("5.") and not report["missing"], report
     assert report["max_abs_diff"] < 1e-4, report
+
+
+@pytest.mark.slow
+def test_a_grown_run_killed_after_a_backup_resumes_bit_for_bit_without_growing_twice(
+        extended, trained_mlm, extended_shards, tmp_path):
+    """No --new-embeddings: mean-of-pieces, the default. Killed after its backup of step 4 and started again, the run
+    grows the checkpoint once (the backup is read into the grown model) and ends as the uninterrupted run."""
+    from conftest import run_train
+    from test_resume import assert_same_run, resumed_at, train_and_kill_after_backup
+
+    folder = extended["unigram"][1]
+    def flags(output_dir):
+        return ["--train-dataset", extended_shards / "train", "--eval-dataset", extended_shards / "validation",
+                "--tokenizer", folder, "--model-name-or-path", trained_mlm[0], "--per-replica-batch-size", 8,
+                "--max-steps", 8, "--steps-per-execution", 2, "--backup-steps", 4, "--logging-steps", 1,
+                "--output-dir", output_dir]
+
+    uninterrupted = tmp_path / "uninterrupted"
+    result = run_train(*flags(uninterrupted))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(--new-embeddings mean-of-pieces)" in result.stderr
+    before = re.search(r"Before training \(the checkpoint as loaded\): loss ([0-9.]+)", result.stderr).group(1)
+    resumed = tmp_path / "resumed"
+    train_and_kill_after_backup(flags(resumed), 4, tmp_path / "killed.log")
+    finished = run_train(*flags(resumed))
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert resumed_at(finished.stderr) == 4 and finished.stderr.count("its vocabulary grows from 2,000 to") == 1
+    assert_same_run(resumed, uninterrupted)
+    assert json.loads((resumed / "config.json").read_text())["vocab_size"] == len(load_tokenizer(str(folder)))
+    print(f"loss before the first step, mean-of-pieces: {before}")
