@@ -368,3 +368,12 @@ def test_every_task_head_of_the_registry_is_one_that_has_no_masked_lm_head():
     assert has_task_head("RobertaForQuestionAnswering") and has_task_head("BertForMultipleChoice")
     assert not any(map(has_task_head, ("BertForMaskedLM", "BertForPreTraining", "BertModel", "RobertaForMaskedLM",
                                        "DebertaV2ForMaskedLM", "ModernBertForMaskedLM", "")))
+
+
+def test_fill_mask_refuses_a_tensorflow_folder_lacking_weights(tmp_path, in_process):
+    """A model used as it is (fill-mask, evaluate, predict, a T5 fine-tuned further) must hold every weight: with
+    tf_model.h5 a missing layer was left random, with no more than transformers' warning."""
+    base = save_checkpoint(tmp_path / "bert", "tensorflow", layers=1)
+    result = in_process("predict", "fill-mask", "--model", base, "Paris is the [MASK].")
+    assert_user_error(result, f"--model {base} lacks 16 weights of TFAutoModelForMaskedLM",
+                      "(bert.encoder.layer.1.", "is it a checkpoint of this model?")

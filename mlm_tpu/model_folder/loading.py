@@ -335,6 +335,15 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str, overri
     _check_weights_there(name_or_path, flag)
     _check_tensorflow_weights(name_or_path, flag)
     check_overrides_keep_shapes(name_or_path, model_class, config, overrides, flag)
+    model, new_weights = read_checkpoint(name_or_path, model_class, config, flag)
+    refuse_missing_encoder_weights(model, new_weights, f"{flag} {name_or_path}")
+    return follow_classifier_pooling(model), new_weights
+
+
+def read_checkpoint(name_or_path: str, model_class, config, flag: str) -> Tuple[object, List[str]]:
+    """(`model_class` with `config`, the PyTorch names of the weights the checkpoint lacks or holds in other shapes,
+    left as built), its weights read from whichever layout it holds them in: PyTorch-only safetensors (a folder's or
+    a Hub model's) or transformers' TensorFlow weights."""
     where = f"{flag} {name_or_path}"
     files = pytorch_checkpoint_files(name_or_path, flag)
     try:
@@ -346,9 +355,7 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str, overri
             reported = {*info["missing_keys"], *(key for key, *_ in info["mismatched_keys"])}
     except (OSError, ValueError, KeyError) as error:
         raise UserError(f"{where}: cannot load {model_class.__name__} from it ({reason_of(error)})") from None
-    new_weights = new_weight_names(model, reported)
-    refuse_missing_encoder_weights(model, new_weights, where)
-    return follow_classifier_pooling(model), new_weights
+    return model, new_weight_names(model, reported)
 
 
 def refuse_missing_encoder_weights(model, new_weights, where: str) -> None:
@@ -420,24 +427,23 @@ def has_task_head(architecture_name: str) -> bool:
 
 def load_model(name_or_path: str, model_class, flag: str = "--model", use: str = "use"):
     """`model_class` from `python train.py`'s --output-dir, any save_pretrained folder (TensorFlow or PyTorch
-    weights), or a Hub name; a classifier pooling as its config says (pooling.py), as wherever a model is loaded."""
+    weights), or a Hub name, every weight of it the checkpoint's (one it lacks is one error line: a model to use as
+    it is would run with it random); a classifier pooling as its config says (pooling.py), as wherever a model is
+    loaded."""
     check_model_folder(name_or_path, flag)
     check_masked_lm_head(name_or_path, model_class, flag, use)
     _check_tensorflow_weights(name_or_path, flag)
-    where = f"{flag} {name_or_path}"
-    files = pytorch_checkpoint_files(name_or_path, flag)
     try:
         config = tensorflow_config(name_or_path)
-        if files:
-            model, missing = read_pytorch_checkpoint(model_class, config, files, where)
-            if missing:
-                raise UserError(f"{where}: its model.safetensors lacks {len(missing)} weights of "
-                                f"{model_class.__name__} ({', '.join(sorted(missing)[:3])}, ...); is it a checkpoint "
-                                "of this model?")
-        else:
-            model = model_class.from_pretrained(name_or_path, config=config, use_safetensors=False)
-    except (OSError, ValueError, KeyError) as error:
-        raise UserError(f"{where}: cannot load {model_class.__name__} from it ({reason_of(error)})") from None
+    except (OSError, ValueError) as error:
+        problem = (config_problem(name_or_path, flag, error) if is_local(name_or_path) else
+                   f"{flag} {name_or_path}: cannot load {model_class.__name__} from it ({reason_of(error)})")
+        raise UserError(problem) from None
+    model, missing = read_checkpoint(name_or_path, model_class, config, flag)
+    if missing:
+        raise UserError(f"{flag} {name_or_path} lacks {len(missing)} weights of {model_class.__name__}, or holds them "
+                        f"in other shapes ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); is it a "
+                        "checkpoint of this model?")
     return follow_classifier_pooling(model)
 
 
