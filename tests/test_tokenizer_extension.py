@@ -321,3 +321,23 @@ def test_a_grown_run_killed_after_a_backup_resumes_bit_for_bit_without_growing_t
     assert_same_run(resumed, uninterrupted)
     assert json.loads((resumed / "config.json").read_text())["vocab_size"] == len(load_tokenizer(str(folder)))
     print(f"loss before the first step, mean-of-pieces: {before}")
+
+
+def test_a_checkpoint_with_rows_to_spare_keeps_its_size_and_sets_the_new_ids_rows(extended):
+    """A vocabulary padded past its tokenizer (ModernBERT's 50,368 for 50,280 pieces): the new ids take spare rows."""
+    from mlm_tpu.model_folder.new_embeddings import resized_model
+
+    base_folder, folder, _ = extended["wordpiece"]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    model = tiny_model("bert", len(ext) + 8)
+    before = [weight.numpy() for weight in model.weights]
+    cuts = base_cuts(base, ext)
+    same, changed = resized_model(model, cuts, "mean-of-pieces")
+    assert same is model and model.config.vocab_size == len(ext) + 8 and len(changed) == 2, changed
+    embeddings = model.get_input_embeddings().weights[0].numpy()
+    old = before[[weight.name for weight in model.weights].index(model.get_input_embeddings().weights[0].name)]
+    spare = [index for index in range(len(ext) + 8) if index not in cuts]
+    assert np.array_equal(embeddings[spare], old[spare])
+    for index, pieces in cuts.items():
+        expected = old[pieces].mean(axis=0) if pieces else old.mean(axis=0)
+        np.testing.assert_allclose(embeddings[index], expected, atol=1e-6)
