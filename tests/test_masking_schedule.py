@@ -110,17 +110,21 @@ def test_a_schedule_that_ends_before_the_run_is_refused_and_nothing_is_written(i
 
 @pytest.mark.slow
 def test_a_run_killed_in_phase_2_resumes_with_phase_2s_rate_bit_for_bit(shards, wikitext_tokenizer, tmp_path):
+    """With StableAdamW and a wsd schedule too: their state and rates come back from the backup as AdamW's do."""
     from test_resume import assert_same_run, resumed_at, train_and_kill_after_backup
 
     def flags(output_dir):
         return ["--train-dataset", shards / "train", "--tokenizer", wikitext_tokenizer[0], "--model-config", "tiny",
                 "--max-steps", 12, "--per-replica-batch-size", 4, "--backup-steps", 3, "--logging-steps", 1,
-                "--mlm-probability-schedule", *SCHEDULE, "--eval-mlm-probability", 0.2, "--output-dir", output_dir]
+                "--mlm-probability-schedule", *SCHEDULE, "--eval-mlm-probability", 0.2, "--optimizer", "stableadamw",
+                "--lr-schedule", "wsd", "--decay-ratio", 0.25, "--learning-rate", 1e-3, "--output-dir", output_dir]
 
     uninterrupted = run_train(*flags(tmp_path / "uninterrupted"))
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
     assert ("token masking of 30% until step 4, 15% until step 8, 5% until step 12 of tokens" in uninterrupted.stderr
             and "validation at 20%" in uninterrupted.stderr)
+    assert ("Optimizer: stableadamw, wsd schedule (peak 0.001, warm-up 0.05 of the steps, held until step 9, then a "
+            "1-sqrt decay over the last 3 steps to 0)") in uninterrupted.stderr
     train_and_kill_after_backup(flags(tmp_path / "resumed"), 6, tmp_path / "killed.log")
     resumed = run_train(*flags(tmp_path / "resumed"))
     assert resumed.returncode == 0 and resumed_at(resumed.stderr) == 6, resumed.stderr[-3000:]
