@@ -10,9 +10,8 @@ row. `--baseline scratch` runs the same shape from random initialisation (the mo
 report says what pretraining bought; `--baseline tfidf` adds the floor of a linear model on TF-IDF features
 (floor.py); `--baseline reference` a checkpoint people use, all-MiniLM-L6-v2 (reference.py), fine-tuned the same
 way on shards of its own tokenizer, and `--reference-continued FOLDER` its continued-pretraining (task-adaptive)
-variant beside it. `--classifier-pooling`
-(the first token's hidden state, or the mean over real tokens) is part of the protocol: every row's classifiers read
-the same, the model's own (a mean-pooled classifier's mean) unless given.
+variant beside it. `--classifier-pooling` (the first token's hidden state, or the mean over real tokens) is part of
+the protocol: every row's classifiers read the same, the model's own (a mean-pooled classifier's mean) unless given.
 
 Everything goes under --output-dir, and nothing is done twice:
     downstream.json                    what makes the runs comparable: protocol, classifier pooling, row caps, the
@@ -381,7 +380,7 @@ def prepare_text(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> T
                dataclasses.replace(validation, limit=config.max_eval_samples))
     name = f"words-{cut_key(cut_of(tokenizer, config.protocol.max_length))}-{rows_key(config)}"
     folder = os.path.join(config.output_dir, "data", task.name, name)
-    columns = (task.input_column, *([task.pair_column] if task.pair_column else []), task.target_column)
+    columns = task_columns(task)
     read = []
     for source, split in zip(sources, ("train", "validation")):
         path = os.path.join(folder, f"{split}.jsonl")
@@ -395,6 +394,11 @@ def prepare_text(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> T
             write_file(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode())
         read.append(CorpusSource(text_files=(path,)))
     return TaskText(name, sources, tuple(read))
+
+
+def task_columns(task: DownstreamTask) -> Tuple[str, ...]:
+    """A task's text columns (its text, and pair if any), then its label's."""
+    return (task.input_column, *([task.pair_column] if task.pair_column else []), task.target_column)
 
 
 def rows_key(config: DownstreamConfig) -> str:
@@ -431,8 +435,7 @@ def prepare_task(config: DownstreamConfig, task: DownstreamTask, text: TaskText,
     manifests = [read_json(os.path.join(folder, MANIFEST), "a shard manifest", "delete the folder and run again")
                  for folder in folders]
     regression = manifests[0]["settings"].get("problem_type") == REGRESSION
-    columns = (task.input_column, *([task.pair_column] if task.pair_column else []), task.target_column)
-    sides = [kept_words(tokenizer, config.protocol.max_length, *read_rows(source, columns)[0])[:2]
+    sides = [kept_words(tokenizer, config.protocol.max_length, *read_rows(source, task_columns(task))[0])[:2]
              for source in text.read]  # what this tokenizer keeps of the text: all of it, for the model's
     words = words_per_row(*both(*sides))
     return PreparedTask(task, folders[0], folders[1], manifests[0]["records"], manifests[1]["records"],
