@@ -259,49 +259,21 @@ def extended_shards(extended, wikitext_path, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_continuing_a_checkpoint_with_its_extended_tokenizer_grows_it_and_logs_the_count_and_rule(
+def test_a_checkpoint_continued_with_its_extended_tokenizer_grows_once_resumes_bit_for_bit_and_loads_in_transformers_5(
         extended, trained_mlm, extended_shards, tmp_path):
-    """`train --model-name-or-path M --tokenizer EXTENDED --new-embeddings mean-of-pieces`: the checkpoint's
-    vocabulary grows to the extension's, the log names the count and the rule, the saved model has the new size."""
-    from conftest import run_train
-
-    _, folder, _ = extended["unigram"]  # the tokenizer trained_mlm was trained with, extended
-    ext = load_tokenizer(str(folder))
-    shards = extended_shards
-    result = run_train("--train-dataset", shards / "train", "--tokenizer", folder, "--model-name-or-path",
-                       trained_mlm[0], "--new-embeddings", "mean-of-pieces", "--max-steps", 2,
-                       "--per-replica-batch-size", 8, "--output-dir", tmp_path / "grown")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert re.search(rf"adds {len(ext) - 2000} pieces to .*its vocabulary grows from 2,000 to {len(ext):,} "
-                     r".*\(--new-embeddings mean-of-pieces\)", result.stderr), result.stderr[-3000:]
-    config = json.loads((tmp_path / "grown" / "config.json").read_text())
-    assert config["vocab_size"] == len(ext) == len(load_tokenizer(str(tmp_path / "grown")))
-    # the folder in transformers 5: its logits (the new ids' too) as TensorFlow's, for text holding new pieces
+    """`train --model-name-or-path M --tokenizer EXTENDED` (--new-embeddings: mean-of-pieces, the default): the
+    checkpoint's vocabulary grows to the extension's and the log names the count and the rule. Killed after its
+    backup of step 4 and started again, the run grows the checkpoint once (the backup is read into the grown model)
+    and ends as the uninterrupted run, whose folder transformers 5 loads with TensorFlow's logits (new ids too)."""
     from transformers import TFAutoModelForMaskedLM
 
+    from conftest import run_train
     from mlm_tpu.model_folder.loading import load_model
     from test_continued_families import pytorch_logits_check
-
-    texts = ["The Hedgehog of Pennsylvania and Kentucky .", "It was brought to London in 1990 ."]
-    batch = ext(texts, padding=True, return_tensors="np")
-    inputs = {name: batch[name] for name in ("input_ids", "attention_mask")}
-    assert (inputs["input_ids"] >= 2000).any()
-    logits = load_model(str(tmp_path / "grown"), TFAutoModelForMaskedLM)(**inputs, training=False).logits.numpy()
-    np.savez(tmp_path / "inputs.npz", **inputs, logits=logits)
-    report = pytorch_logits_check(tmp_path / "grown", tmp_path / "inputs.npz")
-    assert report["transformers"].startswith("5.") and not report["missing"], report
-    assert report["max_abs_diff"] < 1e-4, report
-
-
-@pytest.mark.slow
-def test_a_grown_run_killed_after_a_backup_resumes_bit_for_bit_without_growing_twice(
-        extended, trained_mlm, extended_shards, tmp_path):
-    """No --new-embeddings: mean-of-pieces, the default. Killed after its backup of step 4 and started again, the run
-    grows the checkpoint once (the backup is read into the grown model) and ends as the uninterrupted run."""
-    from conftest import run_train
     from test_resume import assert_same_run, resumed_at, train_and_kill_after_backup
 
-    folder = extended["unigram"][1]
+    folder = extended["unigram"][1]  # the tokenizer trained_mlm was trained with, extended
+    ext = load_tokenizer(str(folder))
     def flags(output_dir):
         return ["--train-dataset", extended_shards / "train", "--eval-dataset", extended_shards / "validation",
                 "--tokenizer", folder, "--model-name-or-path", trained_mlm[0], "--per-replica-batch-size", 8,
@@ -311,17 +283,29 @@ def test_a_grown_run_killed_after_a_backup_resumes_bit_for_bit_without_growing_t
     uninterrupted = tmp_path / "uninterrupted"
     result = run_train(*flags(uninterrupted))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "(--new-embeddings mean-of-pieces)" in result.stderr
+    assert re.search(rf"adds {len(ext) - 2000} pieces to .*its vocabulary grows from 2,000 to {len(ext):,} "
+                     r".*\(--new-embeddings mean-of-pieces\)", result.stderr), result.stderr[-3000:]
     before = re.search(r"Before training \(the checkpoint as loaded\): loss ([0-9.]+)", result.stderr).group(1)
+    print(f"loss before the first step, mean-of-pieces: {before}")
+    config = json.loads((uninterrupted / "config.json").read_text())
+    assert config["vocab_size"] == len(ext) == len(load_tokenizer(str(uninterrupted)))
+
     resumed = tmp_path / "resumed"
     train_and_kill_after_backup(flags(resumed), 4, tmp_path / "killed.log")
     finished = run_train(*flags(resumed))
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert resumed_at(finished.stderr) == 4 and finished.stderr.count("its vocabulary grows from 2,000 to") == 1
     assert_same_run(resumed, uninterrupted)
-    assert json.loads((resumed / "config.json").read_text())["vocab_size"] == len(load_tokenizer(str(folder)))
-    print(f"loss before the first step, mean-of-pieces: {before}")
 
+    texts = ["The Hedgehog of Pennsylvania and Kentucky .", "It was brought to London in 1990 ."]
+    batch = ext(texts, padding=True, return_tensors="np")
+    inputs = {name: batch[name] for name in ("input_ids", "attention_mask")}
+    assert (inputs["input_ids"] >= 2000).any()
+    logits = load_model(str(uninterrupted), TFAutoModelForMaskedLM)(**inputs, training=False).logits.numpy()
+    np.savez(tmp_path / "inputs.npz", **inputs, logits=logits)
+    report = pytorch_logits_check(uninterrupted, tmp_path / "inputs.npz")
+    assert report["transformers"].startswith("5.") and not report["missing"], report
+    assert report["max_abs_diff"] < 1e-4, report
 
 def test_a_checkpoint_with_rows_to_spare_keeps_its_size_and_sets_the_new_ids_rows(extended):
     """A vocabulary padded past its tokenizer (ModernBERT's 50,368 for 50,280 pieces): the new ids take spare rows."""
