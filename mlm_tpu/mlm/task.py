@@ -14,8 +14,6 @@ predicted right, with the dense head on the run's masking (so its figures compar
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
-from transformers import TFAutoModelForMaskedLM
-
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import Masking, MlmMasker
@@ -23,6 +21,7 @@ from mlm_tpu.mlm.masking import SPAN
 from mlm_tpu.mlm.continued import FLAG, continued_masked_lm, vocabulary_growth
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.card import CardWords
 from mlm_tpu.model_folder.loading import read_model_config, with_overrides
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, check_masked_lm_type, config_for
@@ -36,7 +35,7 @@ from mlm_tpu.training.task import Task, Validation, check_length, tokenizer_sour
 
 
 class MaskedLmTask(Task):
-    model_class = TFAutoModelForMaskedLM
+    model_class = families.GENERIC.model_class("masked_lm")  # the generic family's; a folder's own loads its own
     accuracy_name = "masked_accuracy"
     validates_before_training = True
     grows_vocabulary = True  # continued with a --tokenizer that extends the checkpoint's (--new-embeddings)
@@ -139,20 +138,27 @@ class MaskedLmTask(Task):
         if config.model_name_or_path:
             model = continued_masked_lm(config.model_name_or_path, tokenizer, config.config_overrides, self.growth,
                                         config.new_embeddings, config.seed)
+        elif families.of_model_config(config.model_config):
+            family = families.of_model_config(config.model_config)
+            model_config = family.fitted_config(family.read_config(config.model_config, config.config_overrides),
+                                                tokenizer, train.length)
+            model = family.from_config(model_config, "masked_lm")
         else:
             model_config = config_for(config.model_config or DEFAULT_PRESET, tokenizer, train.length,
                                       config.config_overrides)
             check_masked_lm_type(model_config, f"--model-config {config.model_config or DEFAULT_PRESET}")
-            model = TFAutoModelForMaskedLM.from_config(model_config)
-        if self.prediction_slots is not None and encoder_and_head(model) is None:
+            model = families.GENERIC.from_config(model_config, "masked_lm")
+        if self.prediction_slots is not None and not families.of_model(model).sparse_outputs \
+                and encoder_and_head(model) is None:
             log(f"Masked-LM head: dense, at every position, after all: the sparse head does not know where the head "
-                f"of a {model.config.model_type} model is")
+                f"of a {families.model_type(model.config)} model is")
             self.prediction_slots = None  # so the masker labels every position and the model runs whole
         return model
 
     def training_outputs(self, model, batch: Dict, training: bool):
         if MASKED_POSITIONS in batch:
-            return sparse_outputs(model, batch, training)
+            own = families.of_model(model).sparse_outputs  # a family's own sparse prediction, else sparse_head.py's
+            return own(model, batch, training) if own else sparse_outputs(model, batch, training)
         return model(**batch, training=training)
 
     def make_transform(self, tokenizer) -> Callable[[int], MlmMasker]:

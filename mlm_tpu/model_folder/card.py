@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Protocol, Tuple
 
 from mlm_tpu.corpus import datasets_of, describe_corpus
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.pooling import MODELING_FILE, POOLING_FOLDER, pools_mean
 from mlm_tpu.output_dir import RUN_INFO_FILE, write_file, write_json
 
@@ -75,17 +76,20 @@ class CardFacts:
     base_model: Optional[str] = None  # the checkpoint the run started from, as given (--model-name-or-path)
     base_model_hub_id: Optional[str] = None  # its name on the Hub (hub_name), the metadata's base_model
     validation_before_training: Dict[str, float] = field(default_factory=dict)  # the checkpoint's scores, as loaded
+    tensorflow_folder: bool = True  # tf_model.h5 beside model.safetensors (families.py: transformers' TF classes')
 
     @classmethod
     def of_model(cls, task: DescribesItsModels, model, tokenizer, **run) -> "CardFacts":
         """What the task's plug-in says of the model, what the model itself says (type, class, size, shape,
         vocabulary), and `run`'s facts."""
-        config = model.config
-        return cls(task=task.name, words=task.card_words(model, tokenizer), model_type=config.model_type,
+        config, family = model.config, families.of_model(model)
+        mean_pooled = pools_mean(config, type(model).__name__) and not family.pools_natively
+        return cls(task=task.name, words=task.card_words(model, tokenizer), model_type=families.model_type(config),
                    architecture=type(model).__name__.removeprefix("TF"), parameters=model.count_params(),
                    layers=getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None),
                    hidden_size=getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
-                   vocab_size=config.vocab_size, mean_pooled=pools_mean(config, type(model).__name__), **run)
+                   vocab_size=config.vocab_size, mean_pooled=mean_pooled, tensorflow_folder=family.tensorflow_layout,
+                   **run)
 
     def about(self, task: DescribesItsModels, model, tokenizer) -> "CardFacts":
         """The same run's facts about another model it trained (ELECTRA's generator, beside its discriminator)."""
@@ -149,14 +153,15 @@ def _pytorch_usage(facts: CardFacts, name: str) -> List[str]:
 
 def _usage(facts: CardFacts, name: str) -> List[str]:
     words = facts.words
-    return [
-        "## Use it", "", *_pytorch_usage(facts, name), "",
+    tensorflow = [
         "With transformers 4 and TensorFlow (`tf_model.h5`; `use_safetensors=False` because transformers 4.55 to "
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
-        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```",
-        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`'
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", ""] if facts.tensorflow_folder else []
+    return [
+        "## Use it", "", *_pytorch_usage(facts, name), "", *tensorflow,
+        *([f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`'
                + (" (mlm_tpu's loading follows `classifier_pooling`; transformers' TensorFlow class reads the first "
                   "token)." if facts.mean_pooled else ".")] if words.predict_command else []),
     ]

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, WEIGHTS_INDEX_NAME
 from mlm_tpu.tokenizer.load import load_tokenizer
@@ -68,10 +69,10 @@ def longest_input(config) -> Optional[int]:
     """The most tokens a model reads at once: its learned positions, less those a RoBERTa-style TensorFlow model
     never gives a token (it numbers positions from its padding index + 1, TF_POSITION_PADDING_IDX); None for a model
     without learned positions (T5's relative attention takes any length)."""
-    positions = getattr(config, "max_position_embeddings", None)
-    if config.model_type in T5_MODEL_TYPES or not positions:
+    positions, model_type = getattr(config, "max_position_embeddings", None), families.model_type(config)
+    if model_type in T5_MODEL_TYPES or not positions:
         return None
-    padding_idx = TF_POSITION_PADDING_IDX.get(config.model_type)
+    padding_idx = TF_POSITION_PADDING_IDX.get(model_type)
     return positions if padding_idx is None else positions - padding_idx - 1
 
 class SafetensorsWeights(Mapping):
@@ -432,6 +433,21 @@ def load_model(name_or_path: str, model_class, flag: str = "--model", use: str =
     loaded."""
     check_model_folder(name_or_path, flag)
     check_masked_lm_head(name_or_path, model_class, flag, use)
+    family = families.of_folder(name_or_path)
+    if family is not families.GENERIC:  # a hand-written family reads its own folders (families.py)
+        model, info = family.load(name_or_path, families.head_of_class(model_class), f"{flag} {name_or_path}")
+        missing = info["missing"]
+    else:
+        model, missing = _read_transformers_model(name_or_path, model_class, flag)
+    if missing:
+        raise UserError(f"{flag} {name_or_path} lacks {len(missing)} weights of {model_class.__name__}, or holds them "
+                        f"in other shapes ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); is it a "
+                        "checkpoint of this model?")
+    return model if family.pools_natively else follow_classifier_pooling(model)
+
+
+def _read_transformers_model(name_or_path: str, model_class, flag: str):
+    """(model, weights the checkpoint lacks) of transformers' TF class `model_class`."""
     _check_tensorflow_weights(name_or_path, flag)
     try:
         config = tensorflow_config(name_or_path)
@@ -439,12 +455,7 @@ def load_model(name_or_path: str, model_class, flag: str = "--model", use: str =
         problem = (config_problem(name_or_path, flag, error) if is_local(name_or_path) else
                    f"{flag} {name_or_path}: cannot load {model_class.__name__} from it ({reason_of(error)})")
         raise UserError(problem) from None
-    model, missing = read_checkpoint(name_or_path, model_class, config, flag)
-    if missing:
-        raise UserError(f"{flag} {name_or_path} lacks {len(missing)} weights of {model_class.__name__}, or holds them "
-                        f"in other shapes ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); is it a "
-                        "checkpoint of this model?")
-    return follow_classifier_pooling(model)
+    return read_checkpoint(name_or_path, model_class, config, flag)
 
 
 def load_pretrained(name_or_path: str, model_class, flag: str = "--model", use: str = "use"):

@@ -12,9 +12,8 @@ import os
 from typing import Dict, Optional
 
 from mlm_tpu.model_folder.card import FACTS_FILE, LOSS_PLOT, CardFacts, write_model_card
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.loading import longest_input
-from mlm_tpu.model_folder.pooling import name_pytorch_class, write_pytorch_pooling_files
-from mlm_tpu.model_folder.pytorch import save_pytorch_weights
 from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir, write_json
 
 
@@ -36,11 +35,8 @@ def write_model_files(staging: str, folder: str, model, tokenizer, facts: CardFa
                       records: Optional[Dict[str, dict]] = None, name: Optional[str] = None) -> None:
     """What save_model_folder saves, written into `staging`, the staging folder of `folder` (or of a sub-folder
     published with it: ELECTRA's generator/)."""
-    architecture = type(model).__name__
-    name_pytorch_class(model.config, architecture)
-    model.save_pretrained(staging)
-    save_pytorch_weights(model, staging)
-    write_pytorch_pooling_files(staging, model.config, architecture, facts.max_length or longest_input(model.config))
+    # its weights in both layouts, its config
+    families.of_model(model).save(model, staging, facts.max_length or longest_input(model.config))
     tokenizer.save_pretrained(staging)
     for record, payload in (records or {}).items():
         write_json(os.path.join(staging, record), payload)

@@ -92,6 +92,11 @@ class ModernBertPreTrainedModel(keras.Model):
     def dummy_inputs_for_build(self) -> Dict[str, tf.Tensor]:
         return {"input_ids": tf.zeros([1, 2], tf.int32), "attention_mask": tf.ones([1, 2], tf.int32)}
 
+    def build_in_name_scope(self) -> None:
+        """Make the weights, as transformers' TF models' method of this name does (the trainer calls it)."""
+        if not self.built:
+            self(self.dummy_inputs_for_build(), training=False)
+
 
 def inputs_of(input_ids, **named) -> Dict[str, tf.Tensor]:
     """transformers' two calling conventions: a dict of inputs first, or keyword arguments."""

@@ -20,6 +20,8 @@ The result is the work of the model, whatever the device does besides (remateria
 from dataclasses import dataclass
 from typing import Optional
 
+from mlm_tpu.model_folder import families
+
 TRAINING_FLOPS_PER_WEIGHT = 6  # 2 forward (multiply, add) + 4 backward (the gradients of activations and weights)
 ATTENTION_FLOPS_PER_PAIR = 12  # per query position, key position and unit of H·Q width: 2 matmuls x 2 x 3
 
@@ -75,7 +77,11 @@ def feed_forward_size(config) -> int:
 
 def masked_lm_cost(config, length: int, predicted_positions: int) -> ExampleCost:
     """A BERT-style encoder (RoBERTa's config, or ELECTRA's for its generator) with its masked-LM head at
-    `predicted_positions` of each row's `length` (the length: a dense head; the prediction slots: a sparse one)."""
+    `predicted_positions` of each row's `length` (the length: a dense head; the prediction slots: a sparse one); a
+    family that counts its own (ModernBERT's local layers, their window) counts it."""
+    own = families.of_config(config).training_flops(config, length, "masked_lm", predicted_positions)
+    if own is not None:
+        return ExampleCost(length, own)
     hidden, layers = config.hidden_size, config.num_hidden_layers
     head = masked_lm_head_parameters(hidden, config.vocab_size, getattr(config, "embedding_size", None))
     flops = (TRAINING_FLOPS_PER_WEIGHT * (length * encoder_parameters(config) + predicted_positions * head)

@@ -1,0 +1,124 @@
+"""ModernBERT as a model family: what the model folder's registry (model_folder/families.py) asks of a family, answered
+from this folder's config, model, weights, presets and FLOP count, so no stage branches on `modernbert`.
+
+A config.json or a preset is this family's when its model_type is `modernbert` or it names one of presets.py's
+shapes; a model is when it is one of model.py's classes. Its folders hold transformers 5's files only (config.json
+in transformers 5's spelling, model.safetensors in PyTorch's names and layout): transformers 4.57 has no ModernBERT
+to read a tf_model.h5 with, and transformers 5 loads these with no missing or unexpected keys.
+"""
+
+import os
+from typing import Optional
+
+from mlm_tpu.errors import UserError
+from mlm_tpu.modernbert import config as configs
+from mlm_tpu.modernbert import flops, presets, weights
+
+MODEL_TYPE = configs.MODEL_TYPE
+
+
+def parse_overrides(overrides: Optional[str]) -> dict:
+    """--config-overrides ("name=value,...") as values, read as transformers' update_from_string reads them."""
+    values = {}
+    for pair in filter(None, (overrides or "").split(",")):
+        name, equals, text = pair.partition("=")
+        if not equals:
+            raise UserError(f"--config-overrides '{overrides}': write name=value pairs, comma separated")
+        lowered = text.strip().lower()
+        if lowered in ("true", "false"):
+            values[name.strip()] = lowered == "true"
+            continue
+        for kind in (int, float):
+            try:
+                values[name.strip()] = kind(text)
+                break
+            except ValueError:
+                continue
+        else:
+            values[name.strip()] = text
+    return values
+
+
+class ModernBertFamily:
+    """The registry's entry of ModernBERT (model_folder/families.py's Family)."""
+
+    name = MODEL_TYPE
+    tensorflow_layout = False  # transformers 4 has no ModernBERT
+    pools_natively = True  # ModernBertForSequenceClassification reads classifier_pooling cls or mean
+
+    def claims_values(self, values: dict) -> bool:
+        return values.get("model_type") == MODEL_TYPE
+
+    def claims_preset(self, name: str) -> bool:
+        return name in presets.PRESETS
+
+    def claims_config(self, config) -> bool:
+        return isinstance(config, configs.ModernBertConfig)
+
+    def claims_model(self, model) -> bool:
+        from mlm_tpu.modernbert.model import ModernBertPreTrainedModel
+
+        return isinstance(model, ModernBertPreTrainedModel)
+
+    def model_class(self, head: str):
+        from mlm_tpu.modernbert.model import HEADS
+
+        return HEADS[head]
+
+    def read_config(self, path: str, overrides: Optional[str] = None):
+        """A preset by name, or a config.json (a file, or the folder holding one), with --config-overrides."""
+        if self.claims_preset(path):
+            config = presets.preset(path)
+        else:
+            config = configs.read_config(os.path.join(path, weights.CONFIG_NAME) if os.path.isdir(path) else path)
+        changes = parse_overrides(overrides)
+        if not changes:
+            return config
+        values = config.to_dict()
+        if "num_hidden_layers" in changes and "layer_types" not in changes:
+            values.pop("layer_types")  # the pattern of the new count: global every third layer
+        return configs.from_dict({**values, **changes}, source=f"--config-overrides '{overrides}'")
+
+    def fitted_config(self, config, tokenizer, max_length: int):
+        """`config` fitted to the tokenizer (its vocabulary and special ids) and the example length."""
+        return config.replace(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                              cls_token_id=tokenizer.cls_token_id, bos_token_id=tokenizer.cls_token_id,
+                              sep_token_id=tokenizer.sep_token_id, eos_token_id=tokenizer.sep_token_id,
+                              max_position_embeddings=max(config.max_position_embeddings, max_length))
+
+    def from_config(self, config, head: str):
+        from mlm_tpu.modernbert.model import build
+
+        return build(config, head)
+
+    def load(self, folder: str, head: str, where: str):
+        """A model of `head` with a folder's weights (transformers 5's safetensors); returns (model, loading info)."""
+        if not os.path.isdir(folder):
+            raise UserError(f"{where}: a ModernBERT is read from a folder transformers 5 saved (config.json and "
+                            "model.safetensors)")
+        from mlm_tpu.modernbert.model import build
+
+        model = build(configs.read_config(os.path.join(folder, weights.CONFIG_NAME)), head)
+        return model, weights.load_state_dict(model, weights.read_safetensors(folder), where)
+
+    def save(self, model, folder: str, max_length: Optional[int] = None) -> None:
+        weights.save_pretrained(model, folder)
+
+    def max_positions(self, config) -> Optional[int]:
+        return config.max_position_embeddings
+
+    def model_type(self, config) -> str:
+        return MODEL_TYPE
+
+    def training_flops(self, config, length: int, head: str, head_positions: Optional[int]) -> Optional[float]:
+        return flops.training_flops(config, length, head, head_positions)
+
+    def sparse_outputs(self, model, batch, training: bool):
+        """The masked LM's own sparse prediction (`sparse_prediction`): its head at the batch's masked positions
+        (BERT's feature `masked_lm_positions`, which mlm/prediction_slots.py makes), the loss over those holding a
+        label."""
+        return model(batch["input_ids"], attention_mask=batch["attention_mask"],
+                     masked_positions=batch["masked_lm_positions"], labels=batch["labels"], training=training)
+
+
+FAMILY = ModernBertFamily()
