@@ -52,14 +52,17 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
                         growth: Optional[Dict[int, List[int]]] = None, rule: Optional[str] = None, seed: int = 0):
     """The masked LM of `name_or_path` (with --config-overrides that change no weight), its weights loaded, to continue
     training; with `growth` (vocabulary_growth), its vocabulary grown to the tokenizer's, the new rows by `rule`."""
-    from transformers import TFAutoModelForMaskedLM
-
+    from mlm_tpu.model_folder import families
     from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head, new_modules
 
+    family = families.of_folder(name_or_path)
+    masked_lm_class = family.model_class("masked_lm")
     # an ELECTRA discriminator: its generator; a fine-tuned classifier: the masked LM it was fine-tuned from
-    check_masked_lm_head(name_or_path, TFAutoModelForMaskedLM, FLAG, "continue")
+    check_masked_lm_head(name_or_path, masked_lm_class, FLAG, "continue")
+    if family is not families.GENERIC:  # a hand-written family reads its own folders
+        return _continued_hand_written(family, name_or_path, tokenizer, overrides, growth)
     config = continued_config(name_or_path, tokenizer, overrides, grows=bool(growth))
-    model, new_weights = load_with_new_head(name_or_path, TFAutoModelForMaskedLM, config, FLAG, overrides)
+    model, new_weights = load_with_new_head(name_or_path, masked_lm_class, config, FLAG, overrides)
     if growth:
         model = _grown(model, name_or_path, growth, rule or DEFAULT_RULE, seed)
     base = (config.architectures or [config.model_type])[0]
@@ -68,6 +71,27 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
             f"decoder tied to the input embeddings: {new_modules(new_weights)}")
     else:
         log(f"Continuing {name_or_path} ({base}) with its masked-LM head")
+    return model
+
+
+def _continued_hand_written(family, name_or_path: str, tokenizer, overrides: Optional[str], growth):
+    """continued_masked_lm of a family the registry builds by hand (ModernBERT): its config (with
+    --config-overrides) checked to embed every token of the tokenizer, then its weights."""
+    from mlm_tpu.model_folder.loading import new_modules
+
+    if growth:
+        raise UserError(f"{FLAG} {name_or_path} is a {family.name} model, whose embeddings --new-embeddings does not "
+                        "grow yet; continue it with its own tokenizer")
+    config = family.read_config(name_or_path, overrides)
+    if len(tokenizer) > config.vocab_size:
+        raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
+                        f"embeddings; {_own_tokenizer(name_or_path, config.vocab_size)}")
+    model, info = family.load(name_or_path, "masked_lm", f"{FLAG} {name_or_path}", config)
+    if info["missing"]:
+        log(f"Continuing {name_or_path} ({family.name}); it has no masked-LM head, so a new one is initialised, its "
+            f"decoder tied to the input embeddings: {', '.join(info['missing'])}")
+    else:
+        log(f"Continuing {name_or_path} ({type(model).__name__}) with its masked-LM head")
     return model
 
 

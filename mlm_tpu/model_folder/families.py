@@ -38,6 +38,8 @@ class Family(Protocol):
 
     def model_class(self, head: str): ...
 
+    def builds(self, head: str) -> bool: ...  # a model of `head` (a hand-written family: its own classes)
+
     def from_config(self, config, head: str): ...
 
     def save(self, model, folder: str, max_length: Optional[int] = None) -> None: ...
@@ -73,6 +75,9 @@ class TransformersFamily:
         import transformers
 
         return getattr(transformers, AUTO_CLASSES[head])
+
+    def builds(self, head: str) -> bool:
+        return False  # loading.py's check_model_type asks transformers' Auto classes
 
     def from_config(self, config, head: str):
         return self.model_class(head).from_config(config)

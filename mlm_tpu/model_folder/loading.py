@@ -526,7 +526,7 @@ def check_model_type(base_config, model_class, where: str, needed_by: str) -> No
     runs/x"), `needed_by` says who needs it ("--task generation")."""
     found = base_config.model_type
     types = model_types(model_class)
-    if found in types:
+    if found in types or families.of_values({"model_type": found}).builds(families.head_of_class(model_class)):
         return
     wanted = (f"a {types[0]} base" if len(types) == 1 else
               f"a base of one of the types {', '.join(types[:5])}{', ...' if len(types) > 5 else ''}")

@@ -65,6 +65,11 @@ class ModernBertFamily:
 
         return HEADS[head]
 
+    def builds(self, head: str) -> bool:
+        from mlm_tpu.modernbert.model import HEADS
+
+        return head in HEADS
+
     def read_config(self, path: str, overrides: Optional[str] = None):
         """A preset by name, or a config.json (a file, or the folder holding one), with --config-overrides."""
         if self.claims_preset(path):
@@ -91,14 +96,15 @@ class ModernBertFamily:
 
         return build(config, head)
 
-    def load(self, folder: str, head: str, where: str):
-        """A model of `head` with a folder's weights (transformers 5's safetensors); returns (model, loading info)."""
+    def load(self, folder: str, head: str, where: str, config=None):
+        """A model of `head` (of `config`: the folder's own by default) with a folder's weights (transformers 5's
+        safetensors); returns (model, loading info: its missing and unexpected names)."""
         if not os.path.isdir(folder):
             raise UserError(f"{where}: a ModernBERT is read from a folder transformers 5 saved (config.json and "
                             "model.safetensors)")
         from mlm_tpu.modernbert.model import build
 
-        model = build(configs.read_config(os.path.join(folder, weights.CONFIG_NAME)), head)
+        model = build(config or configs.read_config(os.path.join(folder, weights.CONFIG_NAME)), head)
         return model, weights.load_state_dict(model, weights.read_safetensors(folder), where)
 
     def save(self, model, folder: str, max_length: Optional[int] = None) -> None:
