@@ -1,0 +1,143 @@
+"""The family registry (model_folder/families.py): ModernBERT through the stages as any family goes, asked of the
+registry (issue 50): trained from scratch with the sparse and the dense head, continued from a folder transformers 5
+saved, and saved as transformers 5's ModernBertForMaskedLM loads it (no missing or unexpected keys, its logits within
+1e-4 of TensorFlow's)."""
+
+import json
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import MAX_LENGTH, assert_user_error, pytorch_python, run_train
+from mlm_tpu.model_folder import families
+
+# transformers 5, on a folder: its class, what it lacked or did not use, and its logits on two rows (one padded)
+PT5_LOGITS = textwrap.dedent("""
+    import json, sys
+    import numpy as np, torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    folder, out = sys.argv[1], sys.argv[2]
+    model, info = AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True, attn_implementation="eager")
+    batch = AutoTokenizer.from_pretrained(folder)(["the river and its long bridges of the town " * 4, "the end"],
+                                                   padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits.numpy()
+    np.savez(out, logits=logits, input_ids=batch["input_ids"].numpy(), attention_mask=batch["attention_mask"].numpy())
+    print(json.dumps({"class": type(model).__name__, "missing": sorted(info["missing_keys"]),
+                      "unexpected": sorted(info["unexpected_keys"])}))
+""")
+# a ModernBERT made by transformers 5 (PyTorch-only safetensors) with the tokenizer given, saved
+PT5_MAKE = textwrap.dedent("""
+    import sys, torch
+    from transformers import AutoTokenizer, ModernBertConfig, ModernBertForMaskedLM
+    tokenizer_folder, out = sys.argv[1], sys.argv[2]
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
+    torch.manual_seed(0)
+    config = ModernBertConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                              num_attention_heads=2, local_attention=16, max_position_embeddings=128,
+                              pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
+                              sep_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
+                              eos_token_id=tokenizer.sep_token_id)
+    ModernBertForMaskedLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+""")
+
+
+def test_the_registry_answers_for_each_family(tmp_path):
+    """A ModernBERT preset or config.json is ModernBERT's; any other (a RoBERTa preset, a Hub name) the generic
+    entry's; a class's name says its head, whichever family's class."""
+    assert families.of_preset("modernbert-tiny") is families.MODERNBERT
+    assert families.of_model_config("tiny") is None and families.of_folder("roberta-base") is families.GENERIC
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "modernbert"}))
+    assert families.of_folder(str(tmp_path)) is families.MODERNBERT
+    model_class = families.MODERNBERT.model_class("token_classification")
+    assert families.head_of_class(model_class) == "token_classification"
+    assert families.head_of_class(families.GENERIC.model_class("masked_lm")) == "masked_lm"
+    assert families.GENERIC.builds("masked_lm") is False and families.MODERNBERT.builds("sequence_classification")
+
+
+def transformers_5_logits(folder, tmp_path) -> dict:
+    out = tmp_path / f"{folder.name}-pt5.npz"
+    ran = subprocess.run([pytorch_python(), "-c", PT5_LOGITS, str(folder), str(out)], capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    return {**json.loads(ran.stdout.strip().splitlines()[-1]), **np.load(out)}
+
+
+def assert_loads_in_transformers_5(folder, tmp_path) -> None:
+    """transformers 5 loads the folder as ModernBertForMaskedLM, every key used, with mlm_tpu's logits (1e-4)."""
+    from transformers import TFAutoModelForMaskedLM
+
+    from mlm_tpu.model_folder.loading import load_pretrained
+
+    found = transformers_5_logits(folder, tmp_path)
+    assert (found["class"], found["missing"], found["unexpected"]) == ("ModernBertForMaskedLM", [], [])
+    model, _ = load_pretrained(str(folder), TFAutoModelForMaskedLM)
+    ours = model({"input_ids": found["input_ids"], "attention_mask": found["attention_mask"]}).logits.numpy()
+    real = found["attention_mask"].astype(bool)
+    assert np.abs(ours - found["logits"])[real].max() < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head", ["sparse", "dense"])
+def test_modernbert_from_scratch_saves_what_transformers_5_loads(head, shards, wikitext_tokenizer, tmp_path):
+    output_dir = tmp_path / f"modernbert-{head}"
+    result = run_train("--task", "mlm", "--model-config", "modernbert-tiny", "--train-dataset", shards / "train",
+                       "--tokenizer", wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--per-replica-batch-size",
+                       8, "--max-steps", 3, "--output-dir", output_dir, *(["--dense-mlm-head"] if head == "dense" else []))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Masked-LM head: {head}" in result.stderr
+    assert "tf_model.h5" not in {path.name for path in output_dir.iterdir()}  # transformers 4 has no ModernBERT
+    assert_loads_in_transformers_5(output_dir, tmp_path)
+
+
+@pytest.mark.slow
+def test_modernbert_saved_by_transformers_5_continues(shards, wikitext_tokenizer, tmp_path):
+    """A ModernBERT made and saved by transformers 5 (PyTorch weights alone) is scored before the first step,
+    continues with the real train.py, and its output folder loads back in transformers 5."""
+    base = tmp_path / "pt5-modernbert"
+    made = subprocess.run([pytorch_python(), "-c", PT5_MAKE, str(wikitext_tokenizer[0]), str(base)],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    output_dir = tmp_path / "continued"
+    result = run_train("--task", "mlm", "--model-name-or-path", base, "--train-dataset", shards / "train",
+                       "--eval-dataset", shards / "validation", "--tokenizer", base, "--max-length", MAX_LENGTH,
+                       "--per-replica-batch-size", 8, "--max-steps", 2, "--output-dir", output_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Continuing {base} (ModernBertForMaskedLM) with its masked-LM head" in result.stderr
+    assert "Before training (the checkpoint as loaded): loss" in result.stderr
+    assert_loads_in_transformers_5(output_dir, tmp_path)
+
+
+def small_modernbert_folder(folder, tokenizer_folder, **changes):
+    """A ModernBERT folder as mlm_tpu saves it (config.json, model.safetensors), with the tokenizer given; no
+    training."""
+    from mlm_tpu.modernbert import presets, weights
+    from mlm_tpu.modernbert.model import build
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tokenizer_folder), "--tokenizer")
+    config = presets.preset("modernbert-tiny", hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                            **{"vocab_size": len(tokenizer), **changes})
+    weights.save_pretrained(build(config), str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def test_modernbert_bad_checkpoints_are_one_error_line(in_process, shards, wikitext_tokenizer, tmp_path):
+    """A tokenizer larger than the checkpoint's vocabulary, and weights of other shapes than its config.json says:
+    one error line each, exit 2, nothing written."""
+    small = small_modernbert_folder(tmp_path / "small-vocabulary", wikitext_tokenizer[0], vocab_size=100)
+    reshaped = small_modernbert_folder(tmp_path / "reshaped", wikitext_tokenizer[0])
+    config = json.loads((reshaped / "config.json").read_text())
+    (reshaped / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "intermediate_size": 64}))
+    for base, phrases in ((small, ("the tokenizer has 2,000 tokens", "only 100 embeddings")),
+                          (reshaped, ("has shape", "the weights and the config do not belong together"))):
+        output_dir = tmp_path / f"out-{base.name}"
+        result = in_process("train", "--task", "mlm", "--model-name-or-path", base, "--train-dataset",
+                            shards / "train", "--tokenizer", wikitext_tokenizer[0], "--max-length", MAX_LENGTH,
+                            "--max-steps", 1, "--output-dir", output_dir)
+        assert_user_error(result, *phrases)
+        assert not output_dir.exists()
