@@ -5,7 +5,7 @@ them: through one embeddings layer. The discriminator's embeddings are the ones 
 sharing them, so the generator's are the same, and where they are not the log says by how much they differed."""
 
 import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.continued import FLAG, continued_config
 from mlm_tpu.model_folder.loading import GENERATOR_FOLDER
+from mlm_tpu.training.vocabulary_growth import Growth, grown
 
 GENERATOR_FLAG = "--generator-name-or-path"
 GENERATOR_ARCHITECTURE = "ElectraForMaskedLM"
@@ -59,7 +60,8 @@ def check_generator_type(name: str, flag: str) -> None:
 
 def check_shared_embeddings(name: str, flag: str, generator_config, discriminator_config, tokenizer) -> None:
     """The generator's embeddings must be able to be the discriminator's: the same shapes, and (where it has a
-    tokenizer of its own) the pieces of the run's tokenizer."""
+    tokenizer of its own) the pieces of the run's tokenizer at its ids (those of the checkpoints, where the run's
+    extends them)."""
     from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
 
     for setting in SHARED_SETTINGS:
@@ -68,7 +70,8 @@ def check_shared_embeddings(name: str, flag: str, generator_config, discriminato
             raise UserError(f"{flag} {name} has {setting} {own}, the discriminator {discriminators}: the two share one "
                             "embeddings layer, so the generator must be the one trained beside this discriminator "
                             "(the same vocabulary and embeddings)")
-    if holds_tokenizer(name) and load_tokenizer(name, flag).get_vocab() != tokenizer.get_vocab():
+    if holds_tokenizer(name) and load_tokenizer(name, flag).get_vocab() != {
+            piece: index for piece, index in tokenizer.get_vocab().items() if index < generator_config.vocab_size}:
         raise UserError(f"{flag} {name} has another vocabulary than the discriminator's tokenizer (the same number "
                         "of pieces, not the same pieces at the same ids): give the generator trained beside this "
                         "discriminator")
@@ -84,9 +87,11 @@ def embeddings_difference(generator, discriminator) -> float:
     return max(float(np.max(np.abs(own[name] - shared[name]))) for name in shared)
 
 
-def continued_pretrainer(config, tokenizer, discriminator_weight: float):
+def continued_pretrainer(config, tokenizer, discriminator_weight: float, growth: Optional[Growth] = None):
     """The ElectraPretrainer of --model-name-or-path's discriminator and its generator, weights loaded, embeddings
-    tied (the discriminator's kept)."""
+    tied (the discriminator's kept); with `growth` (vocabulary_growth), both grown to the extended tokenizer by
+    --new-embeddings, each from its own rows (the generator's output bias by its own; its embeddings are then the
+    discriminator's)."""
     from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
 
     from mlm_tpu.electra.model import ElectraPretrainer, tie_embeddings
@@ -95,13 +100,17 @@ def continued_pretrainer(config, tokenizer, discriminator_weight: float):
     name = config.model_name_or_path
     generator_name, generator_flag = generator_source(config)
     check_generator_type(generator_name, generator_flag)
-    discriminator_config = continued_config(name, tokenizer, config.config_overrides)
-    generator_config = continued_config(generator_name, tokenizer, config.config_overrides, generator_flag)
+    discriminator_config = continued_config(name, tokenizer, config.config_overrides, grows=bool(growth))
+    generator_config = continued_config(generator_name, tokenizer, config.config_overrides, generator_flag,
+                                        grows=bool(growth))
     check_shared_embeddings(generator_name, generator_flag, generator_config, discriminator_config, tokenizer)
     discriminator, new_weights = load_with_new_head(name, TFElectraForPreTraining, discriminator_config, FLAG,
                                                     config.config_overrides)
     generator, _ = load_with_new_head(generator_name, TFElectraForMaskedLM, generator_config, generator_flag,
                                       config.config_overrides)
+    if growth:
+        discriminator = grown(discriminator, name, growth, config.new_embeddings, config.seed, "the discriminator's")
+        generator = grown(generator, generator_name, growth, config.new_embeddings, config.seed, "the generator's")
     model = ElectraPretrainer(generator, discriminator, discriminator_weight)
     model.build_in_name_scope()
     difference = embeddings_difference(generator, discriminator)

@@ -6,10 +6,11 @@ from typing import Optional
 
 from mlm_tpu.configuration import setting
 from mlm_tpu.mlm.settings import MaskedLmSettings
+from mlm_tpu.training.vocabulary_growth import NewEmbeddingsSettings
 
 
 @dataclass
-class ElectraSettings(MaskedLmSettings):
+class ElectraSettings(MaskedLmSettings, NewEmbeddingsSettings):
     """`--task electra`."""
 
     # the generator's hidden size as a share of the discriminator's (None: the preset's, 1/4 or 1/3)

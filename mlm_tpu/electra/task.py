@@ -42,7 +42,6 @@ class ElectraTask(MaskedLmTask):
     inspects_with_a_model = True
     token_features = ("input_ids", "labels", "discriminator_input_ids", "replaced")  # what `inspected` shows
     default_masking = ELECTRA_MASKING
-    grows_vocabulary = False  # an extended tokenizer is not grown into ELECTRA's two models (yet)
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
@@ -77,7 +76,7 @@ class ElectraTask(MaskedLmTask):
     def build_model(self, config, tokenizer, train: ShardSet):
         self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
-            return continued_pretrainer(config, tokenizer, self.discriminator_weight)
+            return continued_pretrainer(config, tokenizer, self.discriminator_weight, self.growth)
         name = config.model_config or DEFAULT_PRESET
         discriminator = discriminator_config(name, tokenizer, train.length, config.config_overrides)
         ratio = generator_size_ratio(name, config.generator_size_ratio)

@@ -9,9 +9,7 @@ from typing import Dict, List, Optional
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.new_embeddings import DEFAULT_RULE, RULE_WORDS
-
-FLAG = "--model-name-or-path"
+from mlm_tpu.training.vocabulary_growth import FLAG, grown
 
 
 def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = None, flag: str = FLAG,
@@ -30,24 +28,6 @@ def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = No
     return config
 
 
-def vocabulary_growth(name_or_path: str, tokenizer, rule: Optional[str]) -> Dict[int, List[int]]:
-    """The ids `tokenizer` adds to the tokenizer of the checkpoint `name_or_path` (a folder holding one), each with
-    the ids of the pieces the checkpoint's tokenizer cuts its piece into (new_embeddings.base_cuts: refused unless it
-    extends it); none where it adds none, and then --new-embeddings (`rule`) is refused."""
-    from mlm_tpu.model_folder.new_embeddings import base_cuts
-    from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
-
-    own = load_tokenizer(name_or_path, FLAG) if holds_tokenizer(name_or_path) else None
-    cuts = base_cuts(own, tokenizer) if own is not None and len(tokenizer) > len(own) else {}
-    if rule and not cuts:
-        why = (f"{name_or_path} holds no tokenizer to compare it with" if own is None else
-               f"the --tokenizer adds no piece to {name_or_path}'s")
-        raise UserError(f"--new-embeddings {rule} initialises the rows of the pieces an extended --tokenizer adds to "
-                        f"{FLAG}'s tokenizer, but {why}; drop --new-embeddings, or give a tokenizer made by `mlm-tpu "
-                        f"tokenizer extend --tokenizer {name_or_path} ...`")
-    return cuts
-
-
 def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] = None,
                         growth: Optional[Dict[int, List[int]]] = None, rule: Optional[str] = None, seed: int = 0):
     """The masked LM of `name_or_path` (with --config-overrides that change no weight), its weights loaded, to continue
@@ -64,7 +44,7 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     config = continued_config(name_or_path, tokenizer, overrides, grows=bool(growth))
     model, new_weights = load_with_new_head(name_or_path, masked_lm_class, config, FLAG, overrides)
     if growth:
-        model = _grown(model, name_or_path, growth, rule or DEFAULT_RULE, seed)
+        model = grown(model, name_or_path, growth, rule, seed)
     base = (config.architectures or [config.model_type])[0]
     if new_weights:
         log(f"Continuing {name_or_path} ({base}); it has no masked-LM head, so a new one is initialised, its "
@@ -105,17 +85,3 @@ def _own_tokenizer(name_or_path: str, vocab_size: int) -> str:
                 f"{name_or_path} ...`)")
     return (f"{name_or_path} holds no tokenizer: give the --tokenizer it was pretrained with (at most {vocab_size:,} "
             "pieces), and shard the text with it")
-
-
-def _grown(model, name_or_path: str, growth: Dict[int, List[int]], rule: str, seed: int):
-    """The masked LM with its vocabulary grown to the new ids of `growth`, said in the log."""
-    from mlm_tpu.model_folder.new_embeddings import resized_model
-
-    old_size = model.config.vocab_size
-    grown, changed = resized_model(model, growth, rule, seed)
-    padding = sum(not pieces for pieces in growth.values())
-    log(f"The --tokenizer adds {len(growth):,} pieces to {name_or_path}'s (ids {min(growth):,} to {max(growth):,}"
-        + (f", {padding} of them padding" if padding else "") + f"): its vocabulary grows from {old_size:,} to "
-        f"{grown.config.vocab_size:,} ({', '.join(changed)}), each new row {RULE_WORDS[rule]} (--new-embeddings {rule})")
-    return grown
-

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from mlm_tpu.configuration import setting
-from mlm_tpu.model_folder.new_embeddings import RULES
 from mlm_tpu.training.settings import MaskingSettings
+from mlm_tpu.training.vocabulary_growth import NewEmbeddingsSettings
 
 @dataclass
 class MaskedLmSettings(MaskingSettings):
@@ -46,14 +46,5 @@ class MaskedLmSettings(MaskingSettings):
 
 
 @dataclass
-class ContinuedMaskedLmSettings(MaskedLmSettings):
-    """`--task mlm`'s own settings beyond what ELECTRA's generator shares: how a continued checkpoint grows."""
-
-    # how the rows of the pieces an extended --tokenizer adds start (None: mean-of-pieces, where it adds any)
-    new_embeddings: Optional[str] = setting(
-        None, group="task", choices=RULES,
-        help="--task mlm with --model-name-or-path and a --tokenizer that extends the checkpoint's (`mlm-tpu tokenizer "
-             "extend`): the embeddings, the tied decoder and the output bias grow to the new pieces, each new row "
-             "initialised as: mean-of-pieces (the mean of the rows of the pieces the checkpoint's tokenizer cut the "
-             "piece into; its output bias likewise), mean (of all rows), or random (TensorFlow's truncated normal of "
-             "the config's initializer_range and a zero bias, as transformers' resize) (default: mean-of-pieces).")
+class ContinuedMaskedLmSettings(MaskedLmSettings, NewEmbeddingsSettings):
+    """`--task mlm`: the masked LM's settings, and how a continued checkpoint grows to an extended --tokenizer."""

@@ -18,7 +18,7 @@ from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import Masking, MlmMasker
 from mlm_tpu.mlm.masking import SPAN
-from mlm_tpu.mlm.continued import FLAG, continued_masked_lm, vocabulary_growth
+from mlm_tpu.mlm.continued import FLAG, continued_masked_lm
 from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder import families
@@ -32,6 +32,7 @@ from mlm_tpu.tokenizer.load import load_tokenizer
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, masked_lm_cost
 from mlm_tpu.training.task import Task, Validation, check_length, tokenizer_source
+from mlm_tpu.training.vocabulary_growth import check_new_embeddings, vocabulary_growth
 
 
 class MaskedLmTask(Task):
@@ -55,10 +56,7 @@ class MaskedLmTask(Task):
             raise UserError(f"--model-config gives the shape of a model trained from scratch; --model-name-or-path "
                             f"{config.model_name_or_path} continues one of its own shape: drop --model-config "
                             "(--config-overrides may still change its dropout and similar settings)")
-        if getattr(config, "new_embeddings", None) and not config.model_name_or_path:
-            raise UserError(f"--new-embeddings {config.new_embeddings} initialises the rows of the pieces an extended "
-                            "--tokenizer adds to a checkpoint's; it needs --model-name-or-path (a model trained from "
-                            "scratch has its vocabulary fitted to --tokenizer)")
+        check_new_embeddings(config)
         Masking.of(config, self.default_masking)  # a bad --masking or replacement split, refused before anything loads
         if config.dense_mlm_head and config.max_predictions_per_seq:
             raise UserError("--max-predictions-per-seq sets the sparse head's prediction slots; the dense head "

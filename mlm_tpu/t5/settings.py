@@ -1,4 +1,4 @@
-"""The settings of the T5 tasks: span corruption takes none of its own (the shards' manifest holds its noise);
+"""The settings of the T5 tasks: span corruption takes only --new-embeddings (the shards' manifest holds its noise);
 classification and generation their targets' length, and each its own."""
 
 from dataclasses import dataclass
@@ -6,11 +6,12 @@ from typing import Optional, Tuple
 
 from mlm_tpu.configuration import setting
 from mlm_tpu.training.settings import BestModelSettings
+from mlm_tpu.training.vocabulary_growth import NewEmbeddingsSettings
 
 
 @dataclass
-class SpanCorruptionSettings:
-    """`--task span-corruption`: none beyond the trunk's."""
+class SpanCorruptionSettings(NewEmbeddingsSettings):
+    """`--task span-corruption`: how a continued T5 grows to an extended --tokenizer (the noise is the shards')."""
 
 
 @dataclass

@@ -23,6 +23,7 @@ from mlm_tpu.t5.text2text_task import build_t5, t5_card_words
 from mlm_tpu.training.evaluation import TokenValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
 from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
+from mlm_tpu.training.vocabulary_growth import Growth, check_new_embeddings, vocabulary_growth
 
 DEFAULT_NOISE = {"noise_density": 0.15, "mean_noise_span_length": 3.0}  # T5's, for shards without a manifest
 
@@ -42,15 +43,18 @@ class SpanCorruptionTask(Task):
     model_class = TFT5FamilyForConditionalGeneration
     accuracy_name = "token_accuracy"
     validates_before_training = True  # a continued T5: the checkpoint scored before the first step
+    grows_vocabulary = True  # continued with a --tokenizer that extends the checkpoint's (--new-embeddings)
 
     def __init__(self, name: str, declared=None):
         super().__init__(name, declared)
         self.lengths: Optional[SpanLengths] = None
         self.continued_from: Optional[str] = None  # --model-name-or-path, which the card names
+        self.growth: Growth = {}  # the ids an extended --tokenizer adds to the checkpoint's: base pieces
 
     def check(self, config) -> None:
         super().check(config)
         check_one_start(config, "the T5 to continue")  # its shape is the checkpoint's
+        check_new_embeddings(config)
 
     def load_tokenizer(self, config):
         return run_tokenizer(config)
@@ -67,6 +71,8 @@ class SpanCorruptionTask(Task):
         if evaluation and recorded_lengths(evaluation, "--eval-dataset") != self.lengths:
             raise UserError("--eval-dataset was cut for another corruption (noise density, span length or raw "
                             "length) than --train-dataset; shard both with the same settings")
+        if config.model_name_or_path:
+            self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         refuse_masking(config, f"{config.model} is a T5 model")
@@ -86,7 +92,8 @@ class SpanCorruptionTask(Task):
         self.continued_from = config.model_name_or_path
         return build_t5(config, tokenizer, {
             "task": self.name, "max_length": lengths.input_length, "max_new_tokens": lengths.target_length,
-            "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length})
+            "noise_density": lengths.noise_density, "mean_noise_span_length": lengths.mean_noise_span_length},
+            self.growth)
 
     def make_transform(self, tokenizer) -> Callable[[int], SpanCorrupter]:
         lengths = self.lengths

@@ -27,14 +27,19 @@ from mlm_tpu.t5.presets import DEFAULT_PRESET, config_for
 from mlm_tpu.training.evaluation import PredictionValidation
 from mlm_tpu.training.flops import ExampleCost, t5_cost
 from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
+from mlm_tpu.training.vocabulary_growth import Growth, grown
 
 BEST_METRICS = {"classification": ("accuracy", "macro_f1"), "generation": GENERATION_SCORES}
 
 
-def build_t5(config, tokenizer, settings: Dict[str, object]):
-    """A T5 from --model-name-or-path's weights, or from scratch with --model-config; `settings` go into its config."""
+def build_t5(config, tokenizer, settings: Dict[str, object], growth: Optional[Growth] = None):
+    """A T5 from --model-name-or-path's weights (with `growth`, vocabulary_growth: its shared embeddings and lm_head
+    grown to the extended tokenizer by --new-embeddings), or from scratch with --model-config; `settings` go into its
+    config."""
     if config.model_name_or_path:
         model = load_model(config.model_name_or_path, TFT5FamilyForConditionalGeneration, "--model-name-or-path")
+        if growth:
+            model = grown(model, config.model_name_or_path, growth, config.new_embeddings, config.seed)
         if len(tokenizer) > model.config.vocab_size:
             raise UserError(f"the tokenizer has {len(tokenizer)} tokens but {config.model_name_or_path} only "
                             f"{model.config.vocab_size} embeddings; use the model's own tokenizer")
