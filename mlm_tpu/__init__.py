@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from mlm_tpu.errors import UserError  # noqa: E402
 from mlm_tpu.version import __version__  # noqa: E402
 
-API = ("train_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
+API = ("train_tokenizer", "extend_tokenizer", "shard_corpus", "train_model", "evaluate_model", "fill_mask", "predict_text2text",
        "predict_text_classification", "predict_token_classification", "fine_tune", "downstream_benchmark", "export_model",
        "plot_loss")
 FINE_TUNING = ("FineTuningProtocol", "FineTuningResult")  # fine_tune's protocol and result (encoder/fine_tuning.py)

@@ -28,6 +28,21 @@ def train_tokenizer(output_dir: str, **settings) -> str:
     return train(from_keywords(TokenizerTrainingConfig, {"output_dir": output_dir, **settings}))
 
 
+def extend_tokenizer(output_dir: str, **settings) -> str:
+    """Extend a tokenizer (`tokenizer="..."`) with the `num_new_pieces` words of a corpus that save the most pieces
+    (or those of `new_pieces_file`), old ids and old encodings kept, and save it in `output_dir` (`python -m
+    mlm_tpu.tokenizer extend`); `train_model(..., model_name_or_path=M, tokenizer=output_dir)` then grows M to it.
+
+    Examples:
+        >>> mlm_tpu.extend_tokenizer("runs/api/extended", tokenizer="runs/api/tokenizer", builtin_corpus="pydoc-topics",
+        ...                          num_new_pieces=20, overwrite=True)
+        'runs/api/extended'
+    """
+    from mlm_tpu.tokenizer.extension import TokenizerExtensionConfig, extend_tokenizer as extend
+
+    return extend(from_keywords(TokenizerExtensionConfig, {"output_dir": output_dir, **settings}))
+
+
 def shard_corpus(tokenizer: str, output_dir: str, **settings) -> dict:
     """Cut a corpus into count-named TFRecord shards in `output_dir/<split>`; returns the split's manifest
     (`python -m mlm_tpu.shard`).

@@ -4,9 +4,12 @@ the mean of its pieces' rows. The trained runs of ELECTRA and T5 grown end to en
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+from test_electra_continued import checkpoint as electra_checkpoint  # noqa: F401  (a fixture)
 
 OLD = 96  # the tiny models' vocabulary before growing
 CUTS = {OLD: [5, 6], OLD + 1: [7, 8, 9], OLD + 2: [10], OLD + 3: []}  # new id: the old pieces it was cut into
@@ -74,3 +77,100 @@ def test_a_grown_model_of_each_family_reads_old_ids_as_before_and_starts_new_row
         np.testing.assert_allclose(after.logits.numpy()[..., :OLD], before.logits.numpy(), atol=1e-5)
     else:
         np.testing.assert_allclose(after.logits.numpy(), before.logits.numpy(), atol=1e-5)
+
+
+# --- ELECTRA's two models and a T5, grown by the tasks that continue them ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def extended_wikitext_tokenizer(wikitext_tokenizer, wikitext_path, tmp_path_factory):
+    """The session's WikiText Unigram tokenizer (ELECTRA's checkpoint's) extended by 40 words of WikiText."""
+    import mlm_tpu
+
+    return mlm_tpu.extend_tokenizer(str(tmp_path_factory.mktemp("electra-extended") / "tokenizer"),
+                                    tokenizer=str(wikitext_tokenizer[0]), text_files=[str(wikitext_path)],
+                                    num_new_pieces=40)
+
+
+def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_grown_embeddings(
+        electra_checkpoint, extended_wikitext_tokenizer):
+    """The discriminator's embeddings (which the generator reads and predicts through) and the generator's output bias
+    gain a row per new piece, the mean of its pieces' rows; every old row as it was."""
+    import contextlib
+    import io
+
+    from mlm_tpu.electra.continued import continued_pretrainer
+    from mlm_tpu.tasks import TrainingConfig
+    from mlm_tpu.tokenizer.load import load_tokenizer
+    from mlm_tpu.training.vocabulary_growth import vocabulary_growth
+
+    run = str(electra_checkpoint["run"])
+    extended = load_tokenizer(extended_wikitext_tokenizer)
+    growth = vocabulary_growth(run, extended, None)
+    old_size = len(electra_checkpoint["tokenizer"])
+    assert len(growth) == 40 and min(growth) == old_size
+    config = TrainingConfig("train", "out", task="electra", model_name_or_path=run)
+    with contextlib.redirect_stderr(io.StringIO()) as log:
+        model = continued_pretrainer(config, extended, 50.0, growth)
+    for part in ("discriminator", "generator"):
+        assert re.search(rf"the {part}'s vocabulary grows from {old_size:,} to {len(extended):,} .*mean-of-pieces",
+                         log.getvalue()), log.getvalue()
+        assert getattr(model, part).config.vocab_size == len(extended)
+    assert model.generator.generator_lm_head.input_embeddings is model.discriminator.electra.embeddings
+    weights = electra_checkpoint["weights"]
+    old_rows = weights["discriminator/electra/embeddings/word_embeddings/weight:0"]
+    old_bias = weights["generator/generator_lm_head/bias:0"]
+    rows = model.discriminator.electra.embeddings.weight.numpy()
+    bias = model.generator.generator_lm_head.bias.numpy()
+    assert np.array_equal(rows[:old_size], old_rows) and np.array_equal(bias[:old_size], old_bias)
+    for index, pieces in growth.items():
+        np.testing.assert_allclose(rows[index], old_rows[pieces].mean(axis=0), atol=1e-6)
+        np.testing.assert_allclose(bias[index], old_bias[pieces].mean(), atol=1e-6)
+    assert any(7 in pieces for pieces in growth.values()) is bool(bias[old_size:].max() > 0)  # the favoured piece's
+
+
+@pytest.mark.slow
+def test_electra_continued_with_an_extended_tokenizer_trains_and_saves_both_models_grown(
+        electra_checkpoint, extended_wikitext_tokenizer, wikitext_path, tmp_path):
+    """`train --task electra --model-name-or-path M --tokenizer EXTENDED` on shards of the extended tokenizer: both
+    saved models hold the larger vocabulary."""
+    from conftest import run_module, run_train
+
+    shards = tmp_path / "shards"
+    result = run_module("mlm_tpu.shard", "--tokenizer", extended_wikitext_tokenizer, "--text-files",
+                        str(wikitext_path), "--limit", "60", "--max-length", "64", "--output-dir", str(shards))
+    assert result.returncode == 0, result.stderr
+    size = len(json.loads((Path(extended_wikitext_tokenizer) / "tokenizer.json").read_text())["model"]["vocab"])
+    result = run_train("--task", "electra", "--model-name-or-path", electra_checkpoint["run"], "--tokenizer",
+                       extended_wikitext_tokenizer, "--train-dataset", shards / "train", "--new-embeddings", "random",
+                       "--per-replica-batch-size", 4, "--max-steps", 2, "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("vocabulary grows from") == 2 and "(--new-embeddings random)" in result.stderr
+    for folder in (tmp_path / "out", tmp_path / "out" / "generator"):
+        assert json.loads((folder / "config.json").read_text())["vocab_size"] == size
+
+
+@pytest.mark.slow
+def test_a_t5_continued_with_span_corruption_and_an_extended_tokenizer_grows_its_shared_embeddings_and_lm_head(
+        wikitext_path, tmp_path):
+    """A T5 1.1 with 28 rows to spare past its tokenizer, extended by 40 pieces: span corruption on shards of the
+    extended tokenizer grows it to the tokenizer (the sentinels keep their ids), and its folder holds the size."""
+    import mlm_tpu
+    from conftest import run_train
+    from test_t5_continued import T5_TOKENIZER, save_tensorflow_checkpoint, shard_with
+
+    checkpoint = save_tensorflow_checkpoint("T5", tmp_path / "checkpoint")
+    extended = mlm_tpu.extend_tokenizer(str(tmp_path / "extended"), tokenizer=str(T5_TOKENIZER),
+                                        text_files=[str(wikitext_path)], num_new_pieces=40)
+    shards = shard_with(extended, wikitext_path, tmp_path / "shards")
+    result = run_train("--task", "span-corruption", "--model-name-or-path", checkpoint, "--tokenizer", extended,
+                       "--train-dataset", shards / "train", "--per-replica-batch-size", 4, "--max-steps", 2,
+                       "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    before = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    grown = re.search(r"adds 40 pieces .*its vocabulary grows from ([0-9,]+) to ([0-9,]+) \((.*)\), each new row the "
+                      r"mean of the rows of the pieces", result.stderr)
+    assert grown, result.stderr[-3000:]
+    assert int(grown.group(1).replace(",", "")) == before and "lm_head" in grown.group(3), grown.group(0)
+    size = json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"]
+    assert size == int(grown.group(2).replace(",", "")) > before
