@@ -23,11 +23,12 @@ class NewEmbeddingsSettings:
     new_embeddings: Optional[str] = setting(
         None, group="task", choices=RULES,
         help="--task mlm, electra and span-corruption with --model-name-or-path and a --tokenizer that extends the "
-             "checkpoint's (`mlm-tpu tokenizer extend`): the embeddings, the tied decoder and the output bias (ELECTRA: "
-             "the generator's too; T5: the shared embeddings and lm_head) grow to the new pieces, each new row "
-             "initialised as: mean-of-pieces (the mean of the rows of the pieces the checkpoint's tokenizer cut the "
-             "piece into; its output bias likewise), mean (of all rows), or random (TensorFlow's truncated normal of "
-             "the config's initializer_range and a zero bias, as transformers' resize) (default: mean-of-pieces).")
+             "checkpoint's (`mlm-tpu tokenizer extend`): the embeddings, the tied decoder and the output bias "
+             "(ELECTRA: the generator's too; T5: the shared embeddings and lm_head) grow to the new pieces, each "
+             "new row initialised as: mean-of-pieces (the mean of the rows of the pieces the checkpoint's "
+             "tokenizer cut the piece into; its output bias likewise), mean (of all rows), or random (TensorFlow's "
+             "truncated normal of the config's initializer_range and a zero bias, as transformers' resize) "
+             "(default: mean-of-pieces).")
 
 
 def check_new_embeddings(config) -> None:
