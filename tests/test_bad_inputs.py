@@ -416,6 +416,22 @@ def a_larger_tokenizer_that_is_not_the_checkpoints_extended(inputs):
             "--model-name-or-path", str(inputs.good_model()), "--max-steps", "1", "--output-dir", str(inputs.tmp / "model")]
 
 
+@row("train", "--max-grad-norm", "above 0", absent=("model",))
+def max_grad_norm_zero(inputs):
+    return train_flags(inputs, None, "--max-grad-norm", "0")
+
+
+@row("train", "--input-pipelines 4", "3 micro-batches", "--gradient-accumulation-steps 3", absent=("model",))
+def micro_batches_that_split_input_pipelines(inputs):
+    return train_flags(inputs, None, "--gradient-accumulation-steps", "3", "--input-pipelines", "4")
+
+
+@row("train", "--batch-size-warmup-min-size 8", "micro-batches of 16", absent=("model",))
+def batch_warmup_that_micro_batches_do_not_divide(inputs):
+    return train_flags(inputs, None, "--gradient-accumulation-steps", "4", "--batch-size-warmup-min-size", "8",
+                       "--batch-size-warmup-tokens", "1000")
+
+
 @row("train", "--lr-schedule rsqrt --learning-rate 1 is its peak", "--base-learning-rate 1", absent=("model",))
 def t5x_base_learning_rate_given_as_the_peak(inputs):
     return train_flags(inputs, None, "--lr-schedule", "rsqrt", "--learning-rate", "1.0")

@@ -14,7 +14,9 @@ floating-point sums over replicas are added up.
 
 So: V divides G, V is at most the number of shards (each virtual pipeline reads about its own), P divides V (each
 machine runs whole virtual pipelines), and R divides V or V divides R (each replica's rows are whole virtual
-pipelines' rows, or a whole part of one's). No TensorFlow here: the checks run before it loads.
+pipelines' rows, or a whole part of one's). With --gradient-accumulation-steps N each replica's rows are trained as N
+micro-batches, and the same holds for them: R x N divides V or V divides R x N. No TensorFlow here: the checks run
+before it loads.
 """
 
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ class BatchLayout:
     global_batch_size: int  # G
     hosts: int  # P: worker processes (MultiWorkerMirroredStrategy) or TPU hosts; 1 otherwise
     replicas: int  # R, all hosts together
+    accumulation: int = 1  # N: each replica's rows of a step trained as N micro-batches (--gradient-accumulation-steps)
 
     @property
     def rows_per_pipeline(self) -> int:
@@ -51,6 +54,15 @@ class BatchLayout:
     @property
     def rows_per_replica(self) -> int:
         return self.global_batch_size // self.replicas
+
+    @property
+    def micro_batches(self) -> int:
+        """The blocks of rows a step's global batch is trained as, each replica's N micro-batches: R x N."""
+        return self.replicas * self.accumulation
+
+    @property
+    def rows_per_micro_batch(self) -> int:
+        return self.global_batch_size // self.micro_batches
 
     @property
     def pipelines_per_host(self) -> int:
@@ -85,9 +97,16 @@ class BatchLayout:
         if v % r and r % v:
             raise UserError(f"{where} cannot be split evenly among {r} replicas (one must divide the other); use "
                             f"--input-pipelines {self.suggestion(shards)}")
+        m = self.micro_batches
+        if v % m and m % v:  # dropout is drawn per pipeline's rows (training/dropout.py), so a micro-batch holds whole
+            # pipelines' rows or a part of one pipeline's
+            raise UserError(f"{where} cannot be split evenly into the {m} micro-batches of {g // m} rows of "
+                            f"--gradient-accumulation-steps {self.accumulation} on {r} replica(s) (one must divide "
+                            f"the other); use --input-pipelines {self.suggestion(shards)}")
 
     def suggestion(self, shards: int) -> int:
         """The largest V that fits this batch, these shards and these machines."""
         fitting = [d for d in divisors(self.global_batch_size) if d <= min(DEFAULT_INPUT_PIPELINES, shards)
-                   and d % self.hosts == 0 and (d % self.replicas == 0 or self.replicas % d == 0)]
+                   and d % self.hosts == 0 and all(d % blocks == 0 or blocks % d == 0
+                                                   for blocks in (self.replicas, self.micro_batches))]
         return max(fitting, default=self.hosts)

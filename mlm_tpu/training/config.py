@@ -151,6 +151,32 @@ class TrunkConfig:
                               help="Passes over the training shards (default: 1).")
     max_steps: Optional[int] = setting(  # stop after this many steps in all (None: the epochs)
         None, low=1, group="model and optimisation", help="Stop after this many steps in all (default: the epochs').")
+    # micro-batches per optimizer step (training/step.py); the global batch, which is compared on resuming, counts them
+    gradient_accumulation_steps: int = setting(
+        1, low=1, high=4096, changes_result=False, group="model and optimisation", metavar="N",
+        help="Make each optimizer step of N micro-batches of --per-replica-batch-size examples per replica, their "
+             "gradients added up: the global batch is --per-replica-batch-size x replicas x N, trained on the same "
+             "examples, masks and loss (over all its targets) as one batch that big, in the memory of one "
+             "micro-batch (default: 1).")
+    # clip the global norm of the gradient of all weights, summed over the replicas (None: no clipping)
+    max_grad_norm: Optional[float] = setting(
+        None, low=0, low_open=True, group="model and optimisation",
+        help="Clip the gradient's global norm (over every weight, after summing the replicas') to this, as BERT and "
+             "🤗's Trainer (1.0) do; each epoch's log line says how many steps it clipped and their norms (default: "
+             "no clipping).")
+    # ModernBERT's batch_size_warmup_min_size and batch_size_warmup_tokens (training/batch_warmup.py)
+    batch_size_warmup_min_size: Optional[int] = setting(
+        None, low=1, group="model and optimisation", metavar="EXAMPLES",
+        help="Batch-size warm-up, as ModernBERT's batch_size_warmup_min_size: the global batch starts at this many "
+             "examples and grows in steps of it to the full one over --batch-size-warmup-tokens, by accumulating more "
+             "micro-batches per step (the micro-batch fixed); it must divide the global batch, and the micro-batches "
+             "of all replicas must divide it (default: no warm-up).")
+    # the tokens (examples x length) over which the batch grows to the full one
+    batch_size_warmup_tokens: Optional[int] = setting(
+        None, low=1, group="model and optimisation", metavar="TOKENS",
+        help="Batch-size warm-up, as ModernBERT's batch_size_warmup_tokens: the tokens (examples x --max-length) "
+             "over which the batch grows from --batch-size-warmup-min-size to the full one, each size for an equal "
+             "share of the steps (default: no warm-up).")
     optimizer: str = setting(  # adamw | adafactor (training/optimizers.py)
         "adamw", group="model and optimisation", choices=OPTIMIZERS,
         help="adamw: AdamW with decoupled weight decay (default). adafactor: Adafactor as T5X runs it (second moments "

@@ -30,7 +30,7 @@ SHARES_KEY, SHARES = "pipeline_shares", "equal parts of the records"  # what eac
 
 
 def choose_layout(given: Optional[int], backup_state: Optional[dict], output_dir: str, shards: int,
-                  global_batch_size: int, hosts: int, replicas: int) -> BatchLayout:
+                  global_batch_size: int, hosts: int, replicas: int, accumulation: int = 1) -> BatchLayout:
     """The run's batch layout, checked (one line if it cannot be); `backup_state` is the loop state of the backup
     the run resumes from, None for a new run."""
     recorded = backup_state.get(STATE_KEY) if backup_state is not None else None
@@ -47,7 +47,7 @@ def choose_layout(given: Optional[int], backup_state: Optional[dict], output_dir
                         f"{recorded}, and the data order depends on it; drop the flag to continue the run, or give "
                         "another --output-dir for a new one")
     pipelines = recorded or given or default_input_pipelines(global_batch_size, shards)
-    layout = BatchLayout(pipelines, global_batch_size, hosts, replicas)
+    layout = BatchLayout(pipelines, global_batch_size, hosts, replicas, accumulation)
     layout.check(shards, flag_given=bool(recorded or given))
     return layout
 

@@ -7,7 +7,9 @@ a stateless generator instead, keyed by (seed, optimizer step, virtual input pip
 within the step): the rows each virtual pipeline gives the batch (shards/layout.py) get the noise of
 that pipeline, whichever replica trains them. A replica holding several pipelines' rows draws each
 part's noise on its own; one holding a part of a pipeline's rows draws that pipeline's noise and
-keeps its part. The training step says which step it is running before the forward pass.
+keeps its part. The training step says which step it is running before the forward pass. With
+--gradient-accumulation-steps a replica's rows are trained as micro-batches, blocks of them, each keyed the same way:
+a row gets the dropout it gets in one batch of the step's rows, whatever the split.
 """
 
 import threading
@@ -24,25 +26,35 @@ DROPOUT_STREAM = 3  # keeps dropout's keys apart from the data's and the masks'
 class StepKeys:
     """The keys of the step being traced, per replica thread; hands each dropout call its own seeds."""
 
-    def __init__(self, seed: int, layout: BatchLayout):
+    def __init__(self, seed: int, layout: BatchLayout, units_per_step: int = 1):
         self.seed = seed
         self.layout = layout
+        self.units_per_step = units_per_step  # a batch-size warm-up's: the layout's batches in a full step
         self._local = threading.local()
 
-    def start_step(self, step: tf.Tensor) -> None:
-        """Called by the training step of each replica, before its forward pass."""
+    def start_step(self, step: tf.Tensor, micro_batch=None) -> None:
+        """Called by the training step of each replica, before its forward pass; with --gradient-accumulation-steps,
+        before each of its micro-batches (`micro_batch`, a tensor), whose rows are a block of the replica's, so each
+        row gets the dropout it would get in one batch of all of them."""
         key = tf.constant([self.seed, DROPOUT_STREAM], dtype=tf.int64)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64))
-        replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
+        block = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
         layout = self.layout
-        if layout.replicas <= layout.input_pipelines:  # whole pipelines: this replica's rows are theirs, in order
-            per_replica = layout.input_pipelines // layout.replicas
-            pipelines = [replica * per_replica + index for index in range(per_replica)]
+        if micro_batch is not None:
+            micro_batch = tf.cast(micro_batch, tf.int64)
+            if self.units_per_step > 1:  # a batch-size warm-up: the step's units are the layout's batches, in turn
+                key = tf.random.experimental.stateless_fold_in(key, micro_batch // layout.accumulation)
+                micro_batch %= layout.accumulation
+            block = block * layout.accumulation + micro_batch
+        blocks, rows = layout.micro_batches, layout.rows_per_micro_batch
+        if blocks <= layout.input_pipelines:  # whole pipelines: this block's rows are theirs, in order
+            per_block = layout.input_pipelines // blocks
+            pipelines = [block * per_block + index for index in range(per_block)]
             self._local.offset = None
         else:  # a part of one pipeline's rows
-            sharing = layout.replicas // layout.input_pipelines
-            pipelines = [replica // sharing]
-            self._local.offset = replica % sharing * layout.rows_per_replica
+            sharing = blocks // layout.input_pipelines
+            pipelines = [block // sharing]
+            self._local.offset = block % sharing * rows
         self._local.keys = [tf.random.experimental.stateless_fold_in(key, pipeline) for pipeline in pipelines]
         self._local.calls = {}
 
@@ -58,7 +70,7 @@ class StepKeys:
     def dropout(self, inputs: tf.Tensor, rate, layer: int) -> tf.Tensor:
         """`inputs` (this replica's rows first) with dropout drawn from the keys of the pipelines the rows are of."""
         seeds = self.seeds_for(layer)
-        rows = self.layout.rows_per_replica
+        rows = self.layout.rows_per_micro_batch
         if inputs.shape[0] is not None and inputs.shape[0] != rows:
             raise RuntimeError(f"dropout on a tensor of {inputs.shape[0]} rows, not the replica's {rows}")
         if self._local.offset is None:
@@ -90,10 +102,10 @@ class _KeyedDropout:
         return self.keys.dropout(inputs, rate, self.layer)
 
 
-def key_dropout_by_step(model: keras.Model, seed: int, layout: BatchLayout) -> StepKeys:
+def key_dropout_by_step(model: keras.Model, seed: int, layout: BatchLayout, units_per_step: int = 1) -> StepKeys:
     """Make every Dropout layer of `model` draw from (seed, step, virtual pipeline, layer, call); return the keys to
-    start at each step."""
-    keys = StepKeys(seed, layout)
+    start at each step (`units_per_step`: a batch-size warm-up's full step, in the layout's batches)."""
+    keys = StepKeys(seed, layout, units_per_step)
     layers: List[keras.layers.Dropout] = [layer for layer in model.submodules
                                           if isinstance(layer, keras.layers.Dropout)]
     for index, layer in enumerate(layers):

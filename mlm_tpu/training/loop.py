@@ -47,6 +47,10 @@ class LoopState:
     epoch_hits: float = 0.0  # scored positions predicted right, and scored positions, this epoch
     epoch_scored: float = 0.0
     epoch_left_out: float = 0.0  # targets the batches' transform left out (TARGETS_LEFT_OUT), this epoch
+    # --max-grad-norm: this epoch's steps whose gradient was clipped, the sum and the largest of their global norms
+    epoch_clipped: int = 0
+    epoch_grad_norm: float = 0.0
+    epoch_grad_norm_max: float = 0.0
     interval_loss: float = 0.0  # since the last logging step
     interval_steps: int = 0
     best: Optional[dict] = None  # the best epoch so far, when the task keeps the best
@@ -85,6 +89,7 @@ class Run:
     eval_corpus: Optional[dict] = None  # the corpus the validation shards came from (the card's)
     pusher: Any = None  # the chief's HubPusher, with --hub-model-id
     claim: Any = None  # the chief's claim on the output folder, refreshed as the run goes
+    warmup: Any = None  # the batch-size warm-up (batch_warmup.BatchWarmup), None without one
 
 
 class Loop:
@@ -99,7 +104,9 @@ class Loop:
         self.callbacks = keras.callbacks.CallbackList(list(callbacks), model=run.model)
         self.example_cost = run.task.example_cost(run.model, run.shards)
         self.peak, self.device = find_peak(config.peak_tflops, config.hardware.tpu is not None)
-        self.replicas = run.plan.global_batch_size // config.per_replica_batch_size
+        self.batch_logged: Optional[int] = None  # a batch-size warm-up: the last global batch the log gave
+        self.replicas = run.plan.global_batch_size // (config.per_replica_batch_size *
+                                                        config.gradient_accumulation_steps)
 
     def execution_length(self, step: int) -> int:
         """Steps until the next place the loop must stop: an epoch's end, a backup, the end, or a full execution."""
@@ -129,6 +136,7 @@ class Loop:
                 started, timed_from = time.perf_counter(), step
             length = self.execution_length(step)
             self.callbacks.on_train_batch_begin(step)  # Keras times a batch from its begin: a user's end hook needs it
+            self.log_batch_growth(step, step + length)
             with reading_errors(run.shards, run.model.config.vocab_size):
                 results = train_steps(iterator, tf.constant(length)).numpy()
             self.check_finite(results[:, 0], step)
@@ -147,6 +155,23 @@ class Loop:
             else:
                 self.between_executions(step)
         self.callbacks.on_train_end()
+
+    def examples(self, first: int, last: int) -> int:
+        """The examples of steps first, ..., last - 1: global batches, smaller ones while a batch-size warm-up lasts."""
+        warmup = self.run.warmup
+        return warmup.examples(first, last) if warmup else (last - first) * self.run.plan.global_batch_size
+
+    def log_batch_growth(self, first: int, last: int) -> None:
+        """A batch-size warm-up: a line for the first step of this process and each of first, ..., last - 1 where the
+        global batch grows."""
+        warmup = self.run.warmup
+        if not warmup:
+            return
+        for step in range(first, min(last, warmup.end + 1)):
+            if warmup.batch_at(step) != self.batch_logged:
+                self.batch_logged = warmup.batch_at(step)
+                log(f"Batch-size warm-up: step {step + 1} trains a global batch of {self.batch_logged}"
+                    + (" (the full one)" if step >= warmup.end else f" (of {warmup.full} after the warm-up)"))
 
     def validates_before_training(self) -> bool:
         """Whether the run scores its checkpoint before the first step: a pretraining task continuing
@@ -219,8 +244,11 @@ class Loop:
         """Add each step's loss and hits to the epoch's sums; write the loss at every logging step."""
         run = self.run
         state = run.state
-        for offset, (loss, hits, scored, left_out) in enumerate(results.astype(np.float64)):
+        for offset, (loss, hits, scored, left_out, norm, clipped) in enumerate(results.astype(np.float64)):
             state.epoch_loss += loss
+            state.epoch_clipped += int(round(clipped))
+            state.epoch_grad_norm += norm
+            state.epoch_grad_norm_max = max(state.epoch_grad_norm_max, norm)
             state.epoch_steps += 1
             state.epoch_hits += hits
             state.epoch_scored += scored
@@ -240,7 +268,7 @@ class Loop:
         state, accuracy_name = run.state, run.task.accuracy_name
         training = {LOSS: state.epoch_loss / state.epoch_steps,
                     accuracy_name: state.epoch_hits / state.epoch_scored if state.epoch_scored else 0.0}
-        speed = (Throughput(timed_steps * run.plan.global_batch_size, max(seconds, 1e-9), self.replicas,
+        speed = (Throughput(self.examples(step - timed_steps, step), max(seconds, 1e-9), self.replicas,
                             self.example_cost, self.peak, self.device) if seconds is not None and timed_steps else None)
         log(f"Epoch {epoch + 1} training: loss {training[LOSS]:.4f}, {accuracy_name.replace('_', ' ')} "
             f"{training[accuracy_name]:.2%} ({state.epoch_steps} steps" +
@@ -248,6 +276,8 @@ class Loop:
         if state.epoch_left_out:
             warn(run.task.describe_left_out(int(state.epoch_left_out)))
             training["targets_left_out"] = int(state.epoch_left_out)
+        if run.config.max_grad_norm is not None:
+            training.update(self.describe_clipping(epoch))
         if not run.config.logging_steps:
             run.logs.write(TRAIN, step, {LOSS: training[LOSS]})
         run.logs.write(TRAIN, step, {name: value for name, value in training.items() if name != LOSS})
@@ -261,9 +291,21 @@ class Loop:
         state.epochs.append({"epoch": epoch + 1, "step": step, **training, "validation": scores, "saved": saved})
         state.epoch_loss, state.epoch_steps, state.epoch_hits, state.epoch_scored = 0.0, 0, 0.0, 0.0
         state.epoch_left_out = 0.0
+        state.epoch_clipped, state.epoch_grad_norm, state.epoch_grad_norm_max = 0, 0.0, 0.0
         if saved and run.pusher:
             run.pusher.push(f"Training in progress, epoch {epoch + 1}")
         self.callbacks.on_epoch_end(epoch, {**training, **{f"val_{name}": value for name, value in scores.items()}})
+
+    def describe_clipping(self, epoch: int) -> Dict[str, float]:
+        """--max-grad-norm: how many of the epoch's steps were clipped and their gradients' norms, in the log; the
+        figures for TensorBoard and the epoch's record."""
+        state, limit = self.run.state, self.run.config.max_grad_norm
+        mean = state.epoch_grad_norm / max(state.epoch_steps, 1)
+        log(f"Epoch {epoch + 1} gradient clipping: {state.epoch_clipped} of {state.epoch_steps} steps clipped to "
+            f"--max-grad-norm {limit:g}; global gradient norm {mean:.4g} on average, at most "
+            f"{state.epoch_grad_norm_max:.4g} (before clipping)")
+        return {"clipped_steps": state.epoch_clipped, "clipped_share": state.epoch_clipped / max(state.epoch_steps, 1),
+                "grad_norm": mean, "grad_norm_max": state.epoch_grad_norm_max}
 
     def save_if_better(self, epoch: int, step: int, scores: Dict[str, float]) -> bool:
         run = self.run

@@ -6,7 +6,8 @@ is refused in one line naming it and both values, unless --allow-changed-setting
 is meant: then it is recorded, with the step it took effect at, in the backup and in
 `training_args.json` under "run", and the log says so. Settings marked `changes_result=False` in
 the config (logging, backups, pushing, where the run runs) change freely. The global batch is
-compared rather than the per-replica one, so a run may move to another number of replicas.
+compared rather than the per-replica one and the accumulation steps, so a run may move to another number of replicas
+(and micro-batches).
 """
 
 import dataclasses
@@ -17,7 +18,7 @@ from mlm_tpu.configuration import flag_of
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
 
-GLOBAL_BATCH = "global_batch_size"  # computed: per-replica batch x replicas
+GLOBAL_BATCH = "global_batch_size"  # computed: per-replica batch x replicas x accumulation steps
 SHARDS = "train_shards"  # computed: the training shards' names and counts
 # settings that earlier runs recorded unset (None) where runs now record the value they use
 # (MaskedLmTask.with_defaults), and the value such a run used: --task electra's default split has since become
@@ -55,7 +56,7 @@ def result_settings(config, global_batch_size: int, shard_files: List[str], shar
 
 def _flag(config_class, path: str) -> str:
     if path == GLOBAL_BATCH:
-        return "the global batch (--per-replica-batch-size x replicas)"
+        return "the global batch (--per-replica-batch-size x replicas x --gradient-accumulation-steps)"
     if path == SHARDS:
         return "the training shards"
     *parents, name = path.split(".")

@@ -38,7 +38,8 @@ from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.data_order import SHARES
 from mlm_tpu.training.dropout import key_dropout_by_step
 from mlm_tpu.training.hardware import describe, set_up, wants_jit_compile
-from mlm_tpu.training.input import InputPlan, Plan, find_training_shards, member_counts, plan_input, training_input
+from mlm_tpu.training.input import (InputPlan, Plan, find_training_shards, global_batch_of, member_counts, plan_input,
+                                    training_input, units_per_step)
 from mlm_tpu.training.loop import BEFORE_TRAINING_KEY, Loop, LoopState, Run
 from mlm_tpu.training.multi_worker import cluster_errors, worker_of
 from mlm_tpu.training.optimizers import with_schedule_defaults
@@ -89,14 +90,14 @@ class Trainer:
         check_output_folder(config)  # what the run reads is checked first, then where it writes
         # before the model, which follows the data order the backup holds; every worker takes the one the chief finds
         record = self.worker.agreed_backup(os.path.join(config.output_dir, "backup"))
-        global_batch_size = config.per_replica_batch_size * strategy.num_replicas_in_sync
+        global_batch_size = global_batch_of(config, strategy.num_replicas_in_sync)
         changes = resumed_changes(config, record, global_batch_size, shards) if record else []
         planned = plan_input(config, shards, strategy, record)
         task.check_steps(config, planned.plan.total_steps)
         self.config = config = replace(config, input_pipelines=planned.layout.input_pipelines)  # training_args.json
         with strategy.scope():  # before anything is written: a model config that cannot work leaves no folder
             model, optimizer = build_model_and_optimizer(config, task, tokenizer, shards, planned.plan)
-            dropout_keys = key_dropout_by_step(model, config.seed, planned.layout)
+            dropout_keys = key_dropout_by_step(model, config.seed, planned.layout, units_per_step(planned))
         if self.worker.is_chief:
             make_output_dir(config.output_dir)
         self.worker.check_output_dir(config.output_dir)
@@ -106,7 +107,9 @@ class Trainer:
             run, dataset = self._start(strategy, stops, claim, planned, (model, optimizer, tokenizer),
                                        (shards, eval_shards), record, changes)
             return self._train(run, partial(make_train_steps, strategy, model, optimizer, dropout_keys,
-                                            wants_jit_compile(config.jit_compile, config.hardware), task), dataset)
+                                            wants_jit_compile(config.jit_compile, config.hardware), task,
+                                            planned.layout.accumulation * units_per_step(planned),
+                                            config.max_grad_norm, planned.warmup), dataset)
 
     def _start(self, strategy, stops: StopRequests, claim, planned: InputPlan, built, split,
                record: Optional[BackupRecord], changes: List[dict]) -> Tuple[Run, Any]:
@@ -116,10 +119,14 @@ class Trainer:
         config, task, plan = self.config, self.task, planned.plan
         (model, optimizer, tokenizer), (shards, eval_shards) = built, split
         pusher = hub_pusher(config) if self.worker.is_chief else None
+        accumulated = (f" x {config.gradient_accumulation_steps} micro-batches accumulated"
+                       if config.gradient_accumulation_steps > 1 else "")
         log(f"Training ({task.name}) on {describe(strategy)}: global batch {plan.global_batch_size} = "
-            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}, made by "
+            f"{config.per_replica_batch_size} per replica x {strategy.num_replicas_in_sync}{accumulated}, made by "
             f"{planned.layout.input_pipelines} input pipelines; {shards.records:,} examples in "
             f"{len(shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
+        if planned.warmup:
+            log(planned.warmup.describe(shards.length, config.batch_size_warmup_tokens))
         settings = result_settings(config, plan.global_batch_size, shards.files, shards.counts)
         with strategy.scope():
             backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
@@ -140,13 +147,13 @@ class Trainer:
         dataset = distributed_dataset(strategy, planned.layout, training_input(
             config, shards, planned.layout, task.make_transform(tokenizer), seed=config.seed,
             window=config.shuffle_buffer_size, start_step=step, vocab_size=model.config.vocab_size,
-            steps_per_epoch=plan.steps_per_epoch, member_counts=counts))
+            steps_per_epoch=plan.steps_per_epoch, member_counts=counts, warmup=planned.warmup))
         return Run(config=config, task=task, worker=self.worker, plan=plan, shards=shards, model=model,
                    tokenizer=tokenizer, state=state, backup=backup,
                    backup_record=BackupRecord(step, {}, settings, changes), stops=stops,
                    logs=RunLogs(self.worker.folder(config.output_dir)), run_info=info, hardware=describe(strategy),
                    member_counts=counts, validation=validation, eval_corpus=corpus_of(eval_shards), pusher=pusher,
-                   claim=claim), dataset
+                   claim=claim, warmup=planned.warmup), dataset
 
     def _train(self, run: Run, make_steps, dataset) -> TrainingResult:
         """The loop over `dataset` with the train step `make_steps()` makes, then the end of the run: the backup
