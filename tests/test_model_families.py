@@ -119,8 +119,9 @@ def small_modernbert_folder(folder, tokenizer_folder, **changes):
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     tokenizer = load_tokenizer(str(tokenizer_folder), "--tokenizer")
-    config = presets.preset("modernbert-tiny", hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                            **{"vocab_size": len(tokenizer), **changes})
+    config = families.MODERNBERT.fitted_config(presets.preset("modernbert-tiny", hidden_size=32, intermediate_size=32,
+                                                              num_hidden_layers=1), tokenizer, MAX_LENGTH)
+    config = config.replace(**changes)
     weights.save_pretrained(build(config), str(folder))
     tokenizer.save_pretrained(str(folder))
     return folder
@@ -141,3 +142,56 @@ def test_modernbert_bad_checkpoints_are_one_error_line(in_process, shards, wikit
                             "--max-steps", 1, "--output-dir", output_dir)
         assert_user_error(result, *phrases)
         assert not output_dir.exists()
+
+
+# transformers 5's classifier of a folder: its class, pooling, loading info, and its logits on two rows (one padded)
+PT5_CLASSIFIER = textwrap.dedent("""
+    import json, sys
+    import numpy as np, torch
+    import transformers
+    folder, class_name, out = sys.argv[1:4]
+    model, info = getattr(transformers, class_name).from_pretrained(folder, output_loading_info=True)
+    batch = transformers.AutoTokenizer.from_pretrained(folder)(["the river and its long bridges", "the end"],
+                                                               padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits.numpy()
+    np.savez(out, logits=logits, input_ids=batch["input_ids"].numpy(), attention_mask=batch["attention_mask"].numpy())
+    print(json.dumps({"class": type(model).__name__, "pooling": model.config.classifier_pooling,
+                      "missing": sorted(info["missing_keys"]), "unexpected": sorted(info["unexpected_keys"])}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, run, pooling", [("sequence-classification", "single", "mean"),
+                                                ("sequence-classification", "single", "cls"),
+                                                ("token-classification", "tags", None)])
+def test_modernbert_fine_tunes_into_transformers_5s_own_classifiers(task, run, pooling, wikitext_tokenizer,
+                                                                     tmp_path):
+    """A ModernBERT fine-tuned with its own classifier_pooling (native: no remote code) or as a tagger is saved as
+    transformers 5's ModernBertFor* loads it, every key used, pooling kept, logits within 1e-4 of mlm_tpu's."""
+    from test_encoder import shard
+    from transformers import TFAutoModelForSequenceClassification, TFAutoModelForTokenClassification
+
+    from mlm_tpu.model_folder.loading import load_pretrained
+
+    base = small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0], classifier_pooling="cls")
+    shards = shard(wikitext_tokenizer[0], tmp_path, run)
+    output_dir = tmp_path / "fine-tuned"
+    result = run_train("--task", task, "--model-name-or-path", base, "--train-dataset", shards / "train",
+                       "--eval-dataset", shards / "validation", "--per-replica-batch-size", 16, "--max-steps", 2,
+                       "--output-dir", output_dir, *(["--classifier-pooling", pooling] if pooling else []))
+    assert result.returncode == 0, result.stderr[-3000:]
+    sequence = task == "sequence-classification"
+    class_name = "ModernBertForSequenceClassification" if sequence else "ModernBertForTokenClassification"
+    out = tmp_path / "pt5.npz"
+    ran = subprocess.run([pytorch_python(), "-c", PT5_CLASSIFIER, str(output_dir), class_name, str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    found = {**json.loads(ran.stdout.strip().splitlines()[-1]), **np.load(out)}
+    assert (found["class"], found["missing"], found["unexpected"]) == (class_name, [], [])
+    assert found["pooling"] == (pooling or "cls")
+    model, _ = load_pretrained(str(output_dir), TFAutoModelForSequenceClassification if sequence else
+                               TFAutoModelForTokenClassification)
+    ours = model({"input_ids": found["input_ids"], "attention_mask": found["attention_mask"]}).logits.numpy()
+    real = slice(None) if sequence else found["attention_mask"].astype(bool)
+    assert np.abs(ours - found["logits"])[real].max() < 1e-4

@@ -65,8 +65,13 @@ def encoder_types() -> List[str]:
 
 
 def check_encoder(config, head_class, where: str) -> None:
-    """Refuse a model that is no encoder (T5, GPT-2...) or has no TensorFlow head of this kind, in one line."""
-    model_type = config.model_type
+    """Refuse a model that is no encoder (T5, GPT-2...) or has no TensorFlow head of this kind, in one line; a family
+    the registry builds by hand answers for itself."""
+    from mlm_tpu.model_folder import families
+
+    model_type = families.model_type(config)
+    if families.of_values({"model_type": model_type}).builds(families.head_of_class(head_class)):
+        return
     if getattr(config, "is_encoder_decoder", False) or model_type not in encoder_types():
         what = ("an encoder-decoder (T5 fine-tunes with --task classification or generation)"
                 if getattr(config, "is_encoder_decoder", False) or model_type in T5_MODEL_TYPES else
@@ -99,8 +104,12 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     the log says which."""
     from transformers import AutoConfig
 
+    from mlm_tpu.model_folder import families
     from mlm_tpu.model_folder.loading import load_with_new_head, new_modules
 
+    family = families.of_folder(name_or_path)
+    if family is not families.GENERIC:  # a hand-written family reads its own folders
+        return _hand_written_encoder(family, name_or_path, head_class, labels, flag, pooling)
     base_config = saved_config(name_or_path, flag)
     check_encoder(base_config, head_class, f"{flag} {name_or_path}")
     config = AutoConfig.from_pretrained(name_or_path, **labels.config_settings())
@@ -113,6 +122,23 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     else:
         log(f"Loaded {name_or_path} ({base}) with its head, which has as many outputs already")
     return model, new_weights
+
+
+def _hand_written_encoder(family, name_or_path: str, head_class, labels: Labels, flag: str, pooling: Optional[str]):
+    """pretrained_encoder of a family the registry builds by hand (ModernBERT): its own classifier, which reads
+    classifier_pooling itself."""
+    from mlm_tpu.model_folder import families
+
+    head = families.head_of_class(head_class)
+    config = family.with_settings(family.read_config(name_or_path),
+                                  {**labels.config_settings(), **pooling_settings(pooling)})
+    model, info = family.load(name_or_path, head, f"{flag} {name_or_path}", config)
+    if info["missing"]:
+        log(f"Loaded the encoder of {name_or_path} ({family.name}); a new head is initialised for "
+            f"{labels.count} output{'s' * (labels.count != 1)}: {', '.join(info['missing'])}")
+    else:
+        log(f"Loaded {name_or_path} ({type(model).__name__}) with its head, which has as many outputs already")
+    return model, info["missing"]
 
 
 def saved_config(name_or_path: str, flag: str):

@@ -82,6 +82,21 @@ class ModernBertConfig:
         self.layer_types = tuple(self.layer_types)
         validate(self)
 
+    def __getattr__(self, name: str):
+        """A key of config.json this class does not model (id2label, problem_type, task_specific_params...), read
+        as transformers' configs give it (id2label's keys as ints); None where the file has none."""
+        if name.startswith("__") or name == "extra":
+            raise AttributeError(name)
+        value = self.extra.get(name)
+        return {int(key): label for key, label in value.items()} if name == "id2label" and value else value
+
+    def __setattr__(self, name: str, value) -> None:
+        """Set a field, or a key kept in `extra` (what mlm_tpu records in config.json: task_specific_params)."""
+        if name in self.__dataclass_fields__ or name == "extra":
+            object.__setattr__(self, name, value)
+        else:
+            self.extra[name] = value
+
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads

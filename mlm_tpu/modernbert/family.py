@@ -84,6 +84,10 @@ class ModernBertFamily:
             values.pop("layer_types")  # the pattern of the new count: global every third layer
         return configs.from_dict({**values, **changes}, source=f"--config-overrides '{overrides}'")
 
+    def with_settings(self, config, settings: dict):
+        """`config` with a head's settings (num_labels, id2label, label2id, problem_type, classifier_pooling)."""
+        return configs.from_dict({**config.to_dict(), **settings}, source="the classifier's settings")
+
     def fitted_config(self, config, tokenizer, max_length: int):
         """`config` fitted to the tokenizer (its vocabulary and special ids) and the example length."""
         return config.replace(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,

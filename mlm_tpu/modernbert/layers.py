@@ -30,7 +30,8 @@ class CutoffNormal(keras.initializers.Initializer):
 
     def __call__(self, shape, dtype=None, **kwargs):
         low = 0.5 * math.erfc(self.cutoff / math.sqrt(2.0))
-        uniform = tf.random.uniform(shape, low, 1.0 - low, dtype=tf.float32, seed=self.seed)
+        # Keras' own draw, which (unlike tf.random.uniform unseeded) runs under op determinism (evaluate's)
+        uniform = keras.initializers.RandomUniform(low, 1.0 - low, seed=self.seed)(shape, dtype=tf.float32)
         return tf.cast(tf.math.ndtri(uniform) * self.stddev, dtype or tf.float32)
 
     def get_config(self):
