@@ -74,7 +74,7 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
         >>> result.steps
         5
     """
-    from mlm_tpu.console import import_tensorflow, quiet_libraries
+    from mlm_tpu.console import import_tensorflow, log, quiet_libraries
 
     import_tensorflow()
     quiet_libraries()
@@ -82,6 +82,11 @@ def train_model(train_dataset: str, output_dir: str, callbacks: Sequence = (), *
     from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.training.trainer import train
 
+    from mlm_tpu.training.recipes import with_recipe
+
+    settings, recipe_lines = with_recipe(settings)  # recipe="dapt": the recipe's settings under those given
+    for line in recipe_lines:
+        log(line)
     config = from_keywords(TrainingConfig, {"train_dataset": train_dataset, "output_dir": output_dir, **settings})
     return train(config, training_task(config), callbacks)
 

@@ -452,6 +452,11 @@ def eval_mlm_probability_without_masking(inputs):
     return train_flags(inputs, None, "--task", "span-corruption", "--eval-mlm-probability", "0.15")
 
 
+@row("train", "--recipe bort: no such recipe", "dapt", absent=("model",))
+def unknown_recipe(inputs):
+    return train_flags(inputs, None, "--recipe", "bort")
+
+
 @row("train", "--mlm-probability-schedule's phases end at step 1, but the run has 2 steps", absent=("model",))
 def masking_schedule_short_of_the_run(inputs):
     return train_flags(inputs, None, "--mlm-probability-schedule", "0.3:1")

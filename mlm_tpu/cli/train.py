@@ -16,12 +16,13 @@ import argparse
 from typing import Optional, Sequence
 
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_hardware_flags, add_settings, add_verbose_flag
-from mlm_tpu.configuration import read_config_file
-from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.configuration import from_dict, merged, read_config_file
+from mlm_tpu.console import import_tensorflow, log, quiet_libraries
 from mlm_tpu.delta import METHODS
 from mlm_tpu.shards.format import check_local_shards
 from mlm_tpu.tasks import TASK_SETTINGS, TASKS, TrainingConfig, check_settings, task_from_head, task_help
 from mlm_tpu.training.cluster import check_cluster
+from mlm_tpu.training.recipes import RECIPES, with_recipe
 from mlm_tpu.training.settings import MaskingSettings
 
 FLAGS = ConfigFlags(TrainingConfig)
@@ -45,6 +46,7 @@ def help_words() -> dict:
 
     owners = [task for task, settings in TASK_SETTINGS.items() if issubclass(settings, MaskingSettings)]
     return {"who": f"--task {' and '.join(owners)}", "probability_default": "0.15; ELECTRA-Large's paper run: 0.25",
+            "recipes": ", ".join(RECIPES),
             "presets": f"{', '.join(PRESETS)}; base is roberta-base's shape, bert-* BERT's of Turc et al. "
                        "2019, and a config.json may be of any masked-LM family; for --task electra, the "
                        f"discriminator's: {', '.join(ELECTRA_PRESETS)}, the paper's shapes; for T5 tasks: "
@@ -70,12 +72,16 @@ def build_parser(prog: str = "python train.py") -> argparse.ArgumentParser:
 
 
 def build_config(args: argparse.Namespace) -> TrainingConfig:
-    """The settings: TrainingConfig's defaults, then --config's file, then the flags given."""
+    """The settings: TrainingConfig's defaults, then --recipe's (training/recipes.py), then --config's file, then the
+    flags given."""
     file_values = read_config_file(args.config) if args.config else {}
     file_values.pop(RUN_INFO_KEY, None)
     if args.head:
         file_values["task"] = task_from_head(FLAGS.given(args).get("task", file_values.get("task")), args.head)
-    return FLAGS.build(args, base=file_values, source=f"--config {args.config}" if args.config else "the flags")
+    values, recipe_lines = with_recipe(merged(file_values, FLAGS.given(args)))
+    for line in recipe_lines:
+        log(line)
+    return from_dict(TrainingConfig, values, f"--config {args.config}" if args.config else "the flags")
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python train.py") -> None:

@@ -236,6 +236,13 @@ class TrunkConfig:
     min_learning_rate: float = setting(  # wsd and cosine: the rate the decay ends at
         0.0, low=0, group="model and optimisation",
         help="--lr-schedule wsd and cosine: the rate the decay ends at (default: 0).")
+    # a published recipe's settings under the file's and the flags' (training/recipes.py); recorded, not replayed
+    recipe: Optional[str] = setting(
+        None, changes_result=False, group="model and optimisation", metavar="NAME",
+        help="Start from a published recipe's settings (optimizer, schedule, rate, batch, steps, masking...): "
+             "{recipes}; flags and --config values given override them, and the log lists the recipe's values, "
+             "marking those overridden. training_args.json records every resolved value (docs: Recipes) "
+             "(default: none).")
     # delta-tuning (mlm_tpu/delta): train a small delta on a frozen --model-name-or-path, saved as PEFT saves it
     delta: Optional[str] = setting(  # lora | ia3 | prompt | prefix | adapter (None: every weight trains)
         None, group="delta-tuning",

@@ -1,0 +1,162 @@
+"""`--recipe NAME`: the settings of a published pretraining recipe, under what the user gives.
+
+A recipe is a table of settings (the flags' names with underscores), each with the source it comes from. It is
+resolved on the plain values of a run before its config is built: the dataclass defaults, then the recipe's values,
+then a config file's, then the flags' (what the user gives always wins). training_args.json records every resolved
+value, so `--config` replays a run without this table (its `recipe` is kept as a record: every value in the file
+overrides it). docs/guides/recipes.md is the table in words, with each value's source.
+
+The batch: a recipe's global batch B is given as --per-replica-batch-size 16 x --gradient-accumulation-steps B / 16,
+the batch on one replica; on R replicas the global batch is R times that unless the accumulation is divided by R
+(the log at start says the global batch). No TensorFlow here: a recipe is resolved before it loads.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Tuple
+
+from mlm_tpu.errors import UserError
+
+MICRO_BATCH = 16  # the per-replica batch a recipe's global batch is accumulated from
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A published recipe: what it is, its settings and where each comes from (a source per group of settings)."""
+
+    title: str
+    settings: Dict[str, Any]
+    sources: Tuple[Tuple[Tuple[str, ...], str], ...]  # (the settings, the source that gives them)
+
+    def source_of(self, name: str) -> str:
+        return next(source for names, source in self.sources if name in names)
+
+
+def batch_of(size: int) -> Dict[str, int]:
+    """A global batch of `size` rows as a recipe sets it: MICRO_BATCH per replica, accumulated on one replica."""
+    return {"per_replica_batch_size": MICRO_BATCH, "gradient_accumulation_steps": size // MICRO_BATCH}
+
+
+BATCH = ("per_replica_batch_size", "gradient_accumulation_steps")
+BERT_PAPER = "Devlin et al. 2019 (arXiv:1810.04805), appendix A.2"
+BERT_CODE = "google-research/bert, optimization.py (AdamWeightDecayOptimizer, clip_by_global_norm)"
+DAPT_SCRIPT = ("allenai/dont-stop-pretraining, scripts/run_language_modeling.py and ADAPTIVE_PRETRAINING.md "
+               "(Gururangan et al. 2020)")
+DAPT_OPTIMIZER = {"optimizer": "adamw", "lr_schedule": "linear", "adam_beta1": 0.9, "adam_beta2": 0.98,
+                  "adam_epsilon": 1e-6, "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "warmup_steps": 0,
+                  "task": "mlm", "mlm_probability": 0.15}
+MODERNBERT_YAML = "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-pretrain.yaml"
+MODERNBERT_PEAK = 8e-4
+
+RECIPES: Dict[str, Recipe] = {
+    "bert": Recipe(
+        "BERT-Base's pretraining", {
+            "task": "mlm", "optimizer": "adamw", "lr_schedule": "linear", "learning_rate": 1e-4, "adam_beta1": 0.9,
+            "adam_beta2": 0.999, "weight_decay_rate": 0.01, "warmup_steps": 10_000, "max_steps": 1_000_000,
+            "mlm_probability": 0.15, **batch_of(256), "adam_epsilon": 1e-6, "max_grad_norm": 1.0},
+        ((("task", "optimizer", "lr_schedule", "learning_rate", "adam_beta1", "adam_beta2", "weight_decay_rate",
+           "warmup_steps", "max_steps", "mlm_probability", *BATCH),
+          f"{BERT_PAPER}: batch 256, 1,000,000 steps, Adam lr 1e-4, beta (0.9, 0.999), weight decay 0.01, 10,000 "
+          "warm-up steps then linear decay, 15% masked"),
+         (("adam_epsilon", "max_grad_norm"), f"{BERT_CODE}: epsilon 1e-6, the global norm clipped at 1.0"))),
+    "roberta": Recipe(
+        "RoBERTa-base's pretraining", {
+            "task": "mlm", "optimizer": "adamw", "lr_schedule": "linear", "learning_rate": 6e-4, "adam_beta1": 0.9,
+            "adam_beta2": 0.98, "adam_epsilon": 1e-6, "weight_decay_rate": 0.01, "warmup_steps": 24_000,
+            "max_steps": 500_000, "max_grad_norm": None, "mlm_probability": 0.15, **batch_of(8192)},
+        ((("task", "optimizer", "lr_schedule", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
+           "weight_decay_rate", "warmup_steps", "max_steps", "max_grad_norm", "mlm_probability", *BATCH),
+          "Liu et al. 2019 (arXiv:1907.11692), table 9 (BASE): batch 8k, 500k steps, peak lr 6e-4, 24k warm-up "
+          "steps, linear decay, Adam beta (0.9, 0.98), epsilon 1e-6, weight decay 0.01, gradient clipping 0.0 (off); "
+          "15% masked, dynamically"),)),
+    "dapt": Recipe(
+        "domain-adaptive pretraining (DAPT) of RoBERTa", {
+            **DAPT_OPTIMIZER, "learning_rate": 5e-4, **batch_of(2048), "max_steps": 12_500},
+        (((*DAPT_OPTIMIZER, "learning_rate", *BATCH, "max_steps"),
+          f"{DAPT_SCRIPT}: RoBERTa's beta (0.9, 0.98), epsilon 1e-6, weight decay 0.01, max_grad_norm 1.0, "
+          "warmup_steps 0, the 🤗 script's linear decay, 15% masked; DAPT: lr 5e-4, batch 2,048, 12,500 steps"),)),
+    "tapt": Recipe(
+        "task-adaptive pretraining (TAPT) of RoBERTa", {
+            **DAPT_OPTIMIZER, "learning_rate": 1e-4, **batch_of(256), "num_epochs": 100},
+        (((*DAPT_OPTIMIZER, "learning_rate", *BATCH, "num_epochs"),
+          f"{DAPT_SCRIPT}: DAPT's optimizer; TAPT: lr 1e-4, batch 256, 100 epochs"),)),
+    "electra": Recipe(
+        "ELECTRA-Base's pretraining", {
+            "task": "electra", "optimizer": "adamw", "lr_schedule": "linear", "learning_rate": 2e-4,
+            "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-6, "weight_decay_rate": 0.01,
+            "warmup_steps": 10_000, "max_steps": 766_000, "mlm_probability": 0.15, **batch_of(256),
+            "max_grad_norm": 1.0},
+        ((("task", "optimizer", "lr_schedule", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
+           "weight_decay_rate", "warmup_steps", "max_steps", "mlm_probability", *BATCH),
+          "Clark et al. 2020 (arXiv:2003.10555), table 6 (Base): lr 2e-4, Adam epsilon 1e-6, beta (0.9, 0.999), "
+          "weight decay 0.01, 10,000 warm-up steps, linear decay, batch 256, 766K steps, 15% masked"),
+         (("max_grad_norm",), "google-research/electra, model/optimization.py: the global norm clipped at 1.0"))),
+    "t5": Recipe(
+        "T5's pretraining (span corruption)", {
+            "task": "span-corruption", "optimizer": "adafactor", "lr_schedule": "rsqrt", "warmup_steps": 10_000,
+            "max_steps": 2 ** 19, **batch_of(128)},
+        ((("task", "optimizer", "lr_schedule", "warmup_steps", "max_steps", *BATCH),
+          "Raffel et al. 2020 (arXiv:1910.10683), section 3.1.2: 2^19 steps of batch 128, AdaFactor, the rate "
+          "1/sqrt(max(step, 10^4)); the corruption itself (15%, mean span 3) is the shards' (`shard --task "
+          "span-corruption`)"),)),
+    "cramming": Recipe(
+        "Cramming's BERT in a day (bert-o4)", {
+            "task": "mlm", "optimizer": "adamw", "learning_rate": 1e-3, "adam_beta1": 0.9, "adam_beta2": 0.98,
+            "adam_epsilon": 1e-12, "weight_decay_rate": 0.01, "warmup_steps": 0, "max_grad_norm": 0.5,
+            "mlm_probability": 0.25, **batch_of(8192), "lr_schedule": "wsd", "decay_ratio": 0.25,
+            "decay_shape": "linear"},
+        ((("task", "optimizer", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay_rate",
+           "warmup_steps", "max_grad_norm", "mlm_probability", *BATCH),
+          "JonasGeiping/cramming, cramming/config/train/bert-o4.yaml and optim/adam.yaml (Geiping & Goldstein "
+          "2022): AdamW lr 1e-3, beta (0.9, 0.98), eps 1e-12, weight decay 0.01, warmup_steps 0, gradient_clipping "
+          "0.5, mlm_probability 0.25, batch_size 8192"),
+         (("lr_schedule", "decay_ratio", "decay_shape"),
+          "bert-o4.yaml's scheduler budget-triangle2 (cramming/backend/optimizers/schedulers.py: falloff 0.25, on "
+          "the wall clock): its linear fall to 0 over the last 25%; the rise before it (from 25% of the peak) is "
+          "held at the peak here"))),
+    "modernbert": Recipe(
+        "ModernBERT-base's pretraining phase", {
+            "task": "mlm", "optimizer": "stableadamw", "learning_rate": MODERNBERT_PEAK, "adam_beta1": 0.9,
+            "adam_beta2": 0.98, "adam_epsilon": 1e-6, "weight_decay_rate": 1e-5 / MODERNBERT_PEAK,
+            "max_grad_norm": None, "lr_schedule": "constant", "warmup_steps": 636, "max_steps": 364_306,
+            "decay_shape": "1-sqrt", "mlm_probability": 0.3, "eval_mlm_probability": 0.15, **batch_of(4608),
+            "batch_size_warmup_min_size": 768, "batch_size_warmup_tokens": 50_000_000_000},
+        ((("task", "optimizer", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+           "mlm_probability", "eval_mlm_probability"),
+          f"{MODERNBERT_YAML}: decoupled_stableadamw lr 8e-4, betas (0.9, 0.98), eps 1e-6, no gradient clipping, "
+          "mlm_probability 0.3, validation at 0.15"),
+         (("weight_decay_rate",),
+          f"{MODERNBERT_YAML}: weight_decay 1e-5, fully decoupled (optimi's decouple_lr: x rate / peak), so "
+          "1e-5 / 8e-4 = 0.0125 in this optimizer's convention (x rate)"),
+         (("lr_schedule", "warmup_steps", "max_steps"),
+          f"{MODERNBERT_YAML}: warmup_stable_decay, t_warmup 3B tokens, t_decay 0 (no decay in this phase), "
+          "max_duration 1,719B tokens, in steps of the full batch of 4,608 x 1,024 tokens: 636 and 364,306"),
+         (("decay_shape",), "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-learning-rate-decay.yaml: "
+                            "the later decay phase, one_minus_sqrt"),
+         (BATCH, "Warner et al. 2024 (arXiv:2412.13663), table 3: global batch 4,608 at 1,024 tokens"),
+         (("batch_size_warmup_min_size", "batch_size_warmup_tokens"),
+          f"{MODERNBERT_YAML}: batch_size_warmup_min_size ${{device_train_microbatch_size}} (96 on each of 8 GPUs, "
+          "768 in all), batch_size_warmup_tokens 50_000_000_000tok"))),
+}
+
+
+def recipe_named(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise UserError(f"--recipe {name}: no such recipe; the recipes are {', '.join(RECIPES)} (docs: Recipes)")
+    return RECIPES[name]
+
+
+def with_recipe(values: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
+    """(`values` over their recipe's settings, the log's lines: the recipe's values, those the values override
+    marked); `values` unchanged when they name no recipe."""
+    name = values.get("recipe")
+    if not name:
+        return dict(values), []
+    recipe = recipe_named(name)
+    lines = [f"Recipe {name}: {recipe.title} (docs: Recipes)"]
+    for key, value in recipe.settings.items():
+        flag = "--" + key.replace("_", "-")
+        given = values.get(key, value)
+        shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
+        overridden = f"  (overridden: {given})" if given != value else ""
+        lines.append(f"  {flag} {shown}{overridden}")
+    return {**recipe.settings, **values}, lines

@@ -1,0 +1,96 @@
+"""--recipe NAME (training/recipes.py): each recipe is settings the trainer takes, each with its source; the flags
+override it and the log marks what they override; `--recipe dapt` is the DAPT/TAPT script's optimizer and
+training_args.json records it; a run's training_args.json replays without the recipe's table."""
+
+import json
+
+import pytest
+
+from conftest import assert_user_error
+
+DAPT = {"optimizer": "adamw", "lr_schedule": "linear", "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_epsilon": 1e-6,
+        "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "warmup_steps": 0, "learning_rate": 5e-4, "max_steps": 12_500}
+
+
+def config_of(*flags):
+    from mlm_tpu.cli.train import build_config, build_parser
+
+    return build_config(build_parser().parse_args(["--train-dataset", "s", "--output-dir", "o", *map(str, flags)]))
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta", "dapt", "tapt", "electra", "t5", "cramming", "modernbert"])
+def test_each_recipe_is_settings_the_trainer_takes_each_with_its_source(name):
+    from mlm_tpu.configuration import check_ranges
+    from mlm_tpu.tasks import check_settings
+    from mlm_tpu.training.optimizers import with_schedule_defaults
+    from mlm_tpu.training.recipes import RECIPES
+
+    recipe = RECIPES[name]
+    config = with_schedule_defaults(config_of("--recipe", name))
+    check_ranges(config)
+    check_settings(config)
+    for key, value in recipe.settings.items():
+        assert getattr(config, key) == value, key
+        assert recipe.source_of(key)  # a source for every value
+    batch = config.per_replica_batch_size * config.gradient_accumulation_steps
+    assert batch in (256, 8192, 2048, 128, 4608)
+
+
+def test_recipe_dapt_is_the_dapt_scripts_optimizer_and_flags_override_it(caplog):
+    config = config_of("--recipe", "dapt", "--max-steps", 100)
+    assert {key: getattr(config, key) for key in DAPT} == {**DAPT, "max_steps": 100}
+    assert config.per_replica_batch_size * config.gradient_accumulation_steps == 2048
+    lines = caplog.text.splitlines()
+    assert any("--adam-beta2 0.98" in line and "overridden" not in line for line in lines)
+    assert any("--max-steps 12500  (overridden: 100)" in line for line in lines), caplog.text
+
+
+def test_training_args_replays_without_the_recipes_table(tmp_path, monkeypatch):
+    """A run's training_args.json holds every resolved value: replayed after the table changed, it is the same run."""
+    from dataclasses import asdict
+
+    from mlm_tpu.configuration import to_dict
+    from mlm_tpu.training import recipes
+
+    config = config_of("--recipe", "dapt")
+    (tmp_path / "training_args.json").write_text(json.dumps(to_dict(config)))
+    changed = recipes.Recipe("changed", {**recipes.RECIPES["dapt"].settings, "learning_rate": 1.0, "max_steps": 3},
+                             recipes.RECIPES["dapt"].sources)
+    monkeypatch.setitem(recipes.RECIPES, "dapt", changed)
+    replayed = config_of("--config", tmp_path / "training_args.json")
+    assert asdict(replayed) == asdict(config)
+
+
+@pytest.mark.slow
+def test_a_run_with_recipe_dapt_records_its_values_in_training_args(in_process, shards, wikitext_tokenizer,
+                                                                    tmp_path):
+    output_dir = tmp_path / "dapt"
+    result = in_process("train", "--recipe", "dapt", "--train-dataset", shards / "train", "--tokenizer",
+                        wikitext_tokenizer[0], "--model-config", "tiny", "--max-steps", 2,
+                        "--per-replica-batch-size", 4, "--gradient-accumulation-steps", 2,
+                        "--output-dir", output_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Recipe dapt" in result.stderr and "--max-steps 12500  (overridden: 2)" in result.stderr
+    recorded = json.loads((output_dir / "training_args.json").read_text())
+    assert {key: recorded[key] for key in DAPT} == {**DAPT, "max_steps": 2}
+    assert recorded["recipe"] == "dapt"
+
+
+def test_an_unknown_recipe_is_one_line(in_process, tmp_path):
+    result = in_process("train", "--recipe", "bort", "--train-dataset", tmp_path, "--output-dir", tmp_path / "o")
+    assert_user_error(result, "--recipe bort: no such recipe; the recipes are bert, roberta, dapt, tapt")
+
+
+def test_the_recipes_page_shows_every_value_of_the_table():
+    """docs/guides/recipes.md's tables were written from RECIPES: each value is on its page, under its recipe."""
+    from conftest import REPO_ROOT
+    from mlm_tpu.training.recipes import RECIPES
+
+    page = (REPO_ROOT / "docs" / "guides" / "recipes.md").read_text(encoding="utf-8")
+    sections = page.split("\n### ")[1:]
+    for name, recipe in RECIPES.items():
+        section = next(text for text in sections if text.startswith(f"{name}: "))
+        for key, value in recipe.settings.items():
+            shown = ("none (no clipping)" if value is None else f"{value:g}" if isinstance(value, float)
+                     else f"{value:,}" if isinstance(value, int) else value)
+            assert f"| `--{key.replace('_', '-')}` | {shown} |" in section, (name, key)
