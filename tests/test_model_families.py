@@ -89,6 +89,7 @@ def test_modernbert_from_scratch_saves_what_transformers_5_loads(head, shards, w
                        8, "--max-steps", 3, "--output-dir", output_dir, *(["--dense-mlm-head"] if head == "dense" else []))
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Masked-LM head: {head}" in result.stderr
+    assert "Packed rows: each document attends only to itself" in result.stderr  # the family's default
     assert "tf_model.h5" not in {path.name for path in output_dir.iterdir()}  # transformers 4 has no ModernBERT
     assert_loads_in_transformers_5(output_dir, tmp_path)
 
@@ -195,3 +196,32 @@ def test_modernbert_fine_tunes_into_transformers_5s_own_classifiers(task, run, p
     ours = model({"input_ids": found["input_ids"], "attention_mask": found["attention_mask"]}).logits.numpy()
     real = slice(None) if sequence else found["attention_mask"].astype(bool)
     assert np.abs(ours - found["logits"])[real].max() < 1e-4
+
+
+def test_packed_rows_keep_each_document_to_itself_by_its_separator(wikitext_tokenizer):
+    """The document ids the masked-LM line gives a ModernBERT's packed rows (each document ends at the tokenizer's
+    separator, as the shard command packs them): each of 3 documents in one row gets the logits it gets alone."""
+    import tensorflow as tf
+
+    from mlm_tpu.modernbert import presets
+    from mlm_tpu.modernbert.model import build
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    tokenizer = load_tokenizer(str(wikitext_tokenizer[0]), "--tokenizer")
+    family = families.MODERNBERT
+    model = build(family.fitted_config(presets.preset("modernbert-tiny", local_attention=8), tokenizer, MAX_LENGTH))
+    documents = [tokenizer(text)["input_ids"] for text in
+                 ("The river runs through the old town and under its bridges .", "A short one .",
+                  "In 1907 the railway reached the valley , and the town grew around its station .")]
+    row = sum(documents, [])
+    padding = MAX_LENGTH - len(row)
+    input_ids = tf.constant([row + [tokenizer.pad_token_id] * padding])
+    document_ids = family.document_ids(input_ids, tokenizer.sep_token_id)
+    assert document_ids.numpy()[0, :len(row)].tolist() == sum(([n + 1] * len(d) for n, d in enumerate(documents)), [])
+    packed = model(input_ids, attention_mask=tf.constant([[1] * len(row) + [0] * padding]),
+                   document_ids=document_ids).logits.numpy()[0]
+    start = 0
+    for document in documents:
+        alone = model(tf.constant([document])).logits.numpy()[0]
+        assert np.abs(packed[start:start + len(document)] - alone).max() < 1e-5
+        start += len(document)

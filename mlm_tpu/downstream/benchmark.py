@@ -218,13 +218,12 @@ def check_choices(config: DownstreamConfig) -> None:
 def check_model(model: str, max_length: int, flag: str = "--model"):
     """The model's config and tokenizer, refusing before any work a model that is no encoder, has no tokenizer,
     or reads fewer tokens than the protocol's length."""
-    from transformers import TFAutoModelForSequenceClassification
-
     from mlm_tpu.encoder.models import check_encoder, check_length, saved_config
+    from mlm_tpu.model_folder import families
     from mlm_tpu.tokenizer.load import load_tokenizer
 
     model_config = saved_config(model, flag)
-    check_encoder(model_config, TFAutoModelForSequenceClassification, f"{flag} {model}")
+    check_encoder(model_config, families.of_folder(model).model_class("sequence_classification"), f"{flag} {model}")
     check_length(model_config, max_length, f"{flag} {model}", f"--max-length {max_length} makes {max_length}-token "
                  "inputs", "pass")
     return model_config, load_tokenizer(model, flag, fast=True)

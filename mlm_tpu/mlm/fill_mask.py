@@ -61,15 +61,17 @@ class FillMaskConfig:
 def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     """For each sentence, for each mask in it, the top-k candidates: {token, token_str, score, sequence}.
     `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained)."""
-    from transformers import TFAutoModelForMaskedLM, pipeline
+    from transformers import pipeline
 
+    from mlm_tpu.model_folder import families
     from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_pretrained, longest_input, model_type
 
     check_ranges(config)
     if model_type(config.model) in T5_MODEL_TYPES:
         raise UserError(f"--model {config.model} is a T5 model, which does not fill masks; use "
                         "`python -m mlm_tpu.predict text2text --model ...`")
-    model, tokenizer = (load or partial(load_pretrained, use="fill masks with"))(config.model, TFAutoModelForMaskedLM)
+    masked_lm_class = families.of_folder(config.model).model_class("masked_lm")  # its family's (families.py)
+    model, tokenizer = (load or partial(load_pretrained, use="fill masks with"))(config.model, masked_lm_class)
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]

@@ -49,6 +49,7 @@ class MaskedLmTask(Task):
         self.prediction_slots: Optional[int] = None  # per row, for the sparse head; None: the dense head
         self.continued_from: Optional[str] = None  # the checkpoint a continued run started from, for its card
         self.growth: Dict[int, List[int]] = {}  # the ids an extended --tokenizer adds to the checkpoint's: base pieces
+        self.packed_documents = None  # (family, separator id): each document of a packed row attends to itself
 
     def check(self, config) -> None:
         super().check(config)
@@ -89,6 +90,11 @@ class MaskedLmTask(Task):
             if self.grows_vocabulary:
                 self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
         self._set_masking(config, tokenizer)
+        family = families.of_run(config.model_config, config.model_name_or_path)
+        if family.packs_documents and tokenizer.sep_token_id is not None:
+            self.packed_documents = (family, tokenizer.sep_token_id)
+            log(f"Packed rows: each document attends only to itself and its rotary positions restart at its first "
+                f"token ({family.name}'s default for pretraining; a document ends at {tokenizer.sep_token})")
         validated = (f"; validation at {self.eval_masking.mlm_probability:.0%}"
                      if self.eval_masking.describe() != self.masking.describe() else "")
         log(f"Masking: {self.masking.describe()}{validated}")
@@ -168,6 +174,9 @@ class MaskedLmTask(Task):
         training's), into `prediction_slots` per row (the sparse head's), or (None) with labels at every position,
         as validation masks for either head."""
         masking, word_starts = self.eval_masking if validation else self.masking, self.word_starts
+        if self.packed_documents:
+            return lambda seed: with_document_ids(masking.masker(tokenizer, seed, prediction_slots, word_starts),
+                                                  *self.packed_documents)
         return lambda seed: masking.masker(tokenizer, seed, prediction_slots, word_starts)
 
     def masks(self, example: Dict[str, list]) -> Dict[int, int]:
@@ -193,6 +202,14 @@ class MaskedLmTask(Task):
         return TokenValidation(strategy, model, shards, per_replica_batch_size,
                                self.make_masker(tokenizer, None, validation=True), seed,
                                accuracy_name=self.accuracy_name, tokens_name="masked_tokens", jit_compile=on_tpu)
+
+
+def with_document_ids(masker: Callable, family, separator_id: int) -> Callable:
+    """The masker, its batches holding `document_ids` too (the family's, from the unmasked rows' separators)."""
+    def transform(batch_number, batch):
+        return {**masker(batch_number, batch), "document_ids": family.document_ids(batch["input_ids"], separator_id)}
+
+    return transform
 
 
 def _check_mask_token(tokenizer, what: str) -> None:

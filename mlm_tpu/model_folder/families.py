@@ -46,6 +46,9 @@ class Family(Protocol):
 
     def training_flops(self, config, length: int, head: str, head_positions: Optional[int]) -> Optional[float]: ...
 
+    # pretraining keeps each document of a packed row to itself (document_ids(input_ids, separator_id) in the batch)
+    packs_documents: bool
+
     # (model, batch with masked_positions, training) -> its masked-LM output at those positions; None: sparse_head.py's
     sparse_outputs: Optional[object]
 
@@ -97,6 +100,7 @@ class TransformersFamily:
         return None
 
     sparse_outputs = None  # mlm/sparse_head.py finds the head of transformers' masked LMs
+    packs_documents = False  # a packed row is one sequence: its documents attend to each other
 
 
 GENERIC = TransformersFamily()
@@ -143,6 +147,13 @@ def of_model_config(name_or_path: Optional[str]):
         return None
     family = of_preset(name_or_path) or of_folder(name_or_path)
     return None if family is GENERIC else family
+
+
+def of_run(model_config: Optional[str], model_name_or_path: Optional[str]):
+    """The family a training run builds: its --model-name-or-path's, else its --model-config's, else the generic."""
+    if model_name_or_path:
+        return of_folder(model_name_or_path)
+    return of_model_config(model_config) or GENERIC
 
 
 def model_type(config) -> str:

@@ -123,12 +123,25 @@ class ModernBertFamily:
     def training_flops(self, config, length: int, head: str, head_positions: Optional[int]) -> Optional[float]:
         return flops.training_flops(config, length, head, head_positions)
 
+    packs_documents = True  # pretraining's default: attention within each document of a packed row (masks.py)
+
+    def document_ids(self, input_ids, separator_id: int):
+        """[batch, length] document numbers of packed rows: a document starts at each row's first token and after
+        each separator (the token that ends every document the shard command packs: [SEP], </s>)."""
+        import tensorflow as tf
+
+        from mlm_tpu.modernbert.masks import document_ids_from_starts
+
+        after_separator = tf.equal(input_ids[:, :-1], tf.cast(separator_id, input_ids.dtype))
+        return document_ids_from_starts(tf.concat([tf.ones_like(input_ids[:, :1], tf.bool), after_separator], 1))
+
     def sparse_outputs(self, model, batch, training: bool):
         """The masked LM's own sparse prediction (`sparse_prediction`): its head at the batch's masked positions
         (BERT's feature `masked_lm_positions`, which mlm/prediction_slots.py makes), the loss over those holding a
         label."""
         return model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                     masked_positions=batch["masked_lm_positions"], labels=batch["labels"], training=training)
+                     document_ids=batch.get("document_ids"), masked_positions=batch["masked_lm_positions"],
+                     labels=batch["labels"], training=training)
 
 
 FAMILY = ModernBertFamily()
