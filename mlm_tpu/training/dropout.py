@@ -8,8 +8,10 @@ within the step): the rows each virtual pipeline gives the batch (shards/layout.
 that pipeline, whichever replica trains them. A replica holding several pipelines' rows draws each
 part's noise on its own; one holding a part of a pipeline's rows draws that pipeline's noise and
 keeps its part. The training step says which step it is running before the forward pass. With
---gradient-accumulation-steps a replica's rows are trained as micro-batches, blocks of them, each keyed the same way:
-a row gets the dropout it gets in one batch of the step's rows, whatever the split.
+--gradient-accumulation-steps a replica's rows are trained as micro-batches, blocks of them: a micro-batch of whole
+pipelines' rows is keyed the same way, its rows getting the dropout they get in one batch of the step's rows; one
+that holds a part of a pipeline's rows (V below replicas x N) draws its own noise, keyed by the pipeline and the part,
+as drawing the pipeline's whole noise for each part would cost N-fold: there dropout depends on the split.
 """
 
 import threading
@@ -21,6 +23,7 @@ import tf_keras as keras
 from mlm_tpu.shards.layout import BatchLayout
 
 DROPOUT_STREAM = 3  # keeps dropout's keys apart from the data's and the masks'
+PART_STREAM = 1 << 20  # keeps a micro-batch's part of a pipeline apart from the layers folded into a pipeline's key
 
 
 class StepKeys:
@@ -34,8 +37,9 @@ class StepKeys:
 
     def start_step(self, step: tf.Tensor, micro_batch=None) -> None:
         """Called by the training step of each replica, before its forward pass; with --gradient-accumulation-steps,
-        before each of its micro-batches (`micro_batch`, a tensor), whose rows are a block of the replica's, so each
-        row gets the dropout it would get in one batch of all of them."""
+        before each of its micro-batches (`micro_batch`, a tensor), whose rows are a block of the replica's: one that
+        holds whole pipelines' rows gets the dropout they get in one batch; a part of one pipeline's rows draws its
+        own, keyed by the pipeline and the part."""
         key = tf.constant([self.seed, DROPOUT_STREAM], dtype=tf.int64)
         key = tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64))
         block = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
@@ -51,10 +55,17 @@ class StepKeys:
             per_block = layout.input_pipelines // blocks
             pipelines = [block * per_block + index for index in range(per_block)]
             self._local.offset = None
-        else:  # a part of one pipeline's rows
+        elif micro_batch is None:  # a part of one pipeline's rows: the pipeline's noise is drawn, this part kept
             sharing = blocks // layout.input_pipelines
             pipelines = [block // sharing]
             self._local.offset = block % sharing * rows
+        else:  # a micro-batch of a part of one pipeline's rows: drawing the pipeline's noise for each of them would
+            # cost N-fold, so the part draws its own, keyed by the pipeline and the part (not a row's noise in one batch)
+            sharing = blocks // layout.input_pipelines
+            pipeline = tf.random.experimental.stateless_fold_in(key, block // sharing)
+            self._local.keys = [tf.random.experimental.stateless_fold_in(pipeline, block % sharing + PART_STREAM)]
+            self._local.offset, self._local.calls = None, {}
+            return
         self._local.keys = [tf.random.experimental.stateless_fold_in(key, pipeline) for pipeline in pipelines]
         self._local.calls = {}
 
