@@ -82,16 +82,24 @@ def assert_loads_in_transformers_5(folder, tmp_path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head", ["sparse", "dense"])
-def test_modernbert_from_scratch_saves_what_transformers_5_loads(head, shards, wikitext_tokenizer, tmp_path):
+def test_modernbert_from_scratch_saves_what_transformers_5_loads(head, shards, wikitext_tokenizer, tmp_path,
+                                                                  in_process):
     output_dir = tmp_path / f"modernbert-{head}"
     result = run_train("--task", "mlm", "--model-config", "modernbert-tiny", "--train-dataset", shards / "train",
                        "--tokenizer", wikitext_tokenizer[0], "--max-length", MAX_LENGTH, "--per-replica-batch-size",
-                       8, "--max-steps", 3, "--output-dir", output_dir, *(["--dense-mlm-head"] if head == "dense" else []))
+                       8, "--max-steps", 3, "--output-dir", output_dir,
+                       *(["--dense-mlm-head"] if head == "dense" else []))
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Masked-LM head: {head}" in result.stderr
     assert "Packed rows: each document attends only to itself" in result.stderr  # the family's default
     assert "tf_model.h5" not in {path.name for path in output_dir.iterdir()}  # transformers 4 has no ModernBERT
     assert_loads_in_transformers_5(output_dir, tmp_path)
+    if head == "sparse":  # predict (fill-mask) and evaluate take it as any masked LM
+        filled = in_process("predict", "--model", output_dir, "--top-k", 3, "The river is the [MASK] of the town.")
+        assert filled.returncode == 0 and filled.stdout.count("\n   ") == 3, filled.stderr[-2000:]  # 3 candidates
+        scored = in_process("evaluate", "--model", output_dir, "--eval-dataset", shards / "validation")
+        assert scored.returncode == 0 and "Packed rows: each document" in scored.stderr, scored.stderr[-2000:]
+        assert "masked accuracy" in scored.stdout
 
 
 @pytest.mark.slow

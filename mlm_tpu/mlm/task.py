@@ -90,11 +90,7 @@ class MaskedLmTask(Task):
             if self.grows_vocabulary:
                 self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
         self._set_masking(config, tokenizer)
-        family = families.of_run(config.model_config, config.model_name_or_path)
-        if family.packs_documents and tokenizer.sep_token_id is not None:
-            self.packed_documents = (family, tokenizer.sep_token_id)
-            log(f"Packed rows: each document attends only to itself and its rotary positions restart at its first "
-                f"token ({family.name}'s default for pretraining; a document ends at {tokenizer.sep_token})")
+        self._set_packing(families.of_run(config.model_config, config.model_name_or_path), tokenizer)
         validated = (f"; validation at {self.eval_masking.mlm_probability:.0%}"
                      if self.eval_masking.describe() != self.masking.describe() else "")
         log(f"Masking: {self.masking.describe()}{validated}")
@@ -116,6 +112,13 @@ class MaskedLmTask(Task):
         log(f"Masked-LM head: sparse, at {self.prediction_slots} of the {train.length} positions of each row "
             f"({'--max-predictions-per-seq' if given else why}); {beyond}")
 
+    def _set_packing(self, family, tokenizer) -> None:
+        """Packed rows keep each document to itself where the family does so (its default for pretraining)."""
+        if family.packs_documents and tokenizer.sep_token_id is not None:
+            self.packed_documents = (family, tokenizer.sep_token_id)
+            log(f"Packed rows: each document attends only to itself and its rotary positions restart at its first "
+                f"token ({family.name}'s default for pretraining; a document ends at {tokenizer.sep_token})")
+
     def _set_masking(self, config, tokenizer) -> None:
         self.masking = Masking.of(config, self.default_masking)
         self.eval_masking = self.masking.for_validation(config)  # --eval-mlm-probability's
@@ -126,6 +129,7 @@ class MaskedLmTask(Task):
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
+        self._set_packing(families.of_model(model), tokenizer)  # scored as its validation scored it
         log(f"Masking: {self.masking.describe()}")
         _check_mask_token(tokenizer, f"--model {config.model}")
         check_length(model.config, shards.length, config.model, f"--eval-dataset holds {shards.length}-token examples",
