@@ -158,10 +158,10 @@ def _usage(facts: CardFacts, name: str) -> List[str]:
         "4.57 read `model.safetensors` first and fail on PyTorch-format files, huggingface/transformers#40028):", "",
         "```python", f"from transformers import TF{facts.architecture}, AutoTokenizer", "",
         f'model = TF{facts.architecture}.from_pretrained("{name}", use_safetensors=False)',
-        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```", ""] if facts.tensorflow_folder else []
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}")', "```"] if facts.tensorflow_folder else []
     return [
-        "## Use it", "", *_pytorch_usage(facts, name), "", *tensorflow,
-        *([f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`'
+        "## Use it", "", *_pytorch_usage(facts, name), *([""] + tensorflow if tensorflow else []),
+        *(["", f'or with mlm_tpu itself: `{words.predict_command} --model {name} "..."`'
                + (" (mlm_tpu's loading follows `classifier_pooling`; transformers' TensorFlow class reads the first "
                   "token)." if facts.mean_pooled else ".")] if words.predict_command else []),
     ]
