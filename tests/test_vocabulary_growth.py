@@ -174,3 +174,17 @@ def test_a_t5_continued_with_span_corruption_and_an_extended_tokenizer_grows_its
     assert int(grown.group(1).replace(",", "")) == before and "lm_head" in grown.group(3), grown.group(0)
     size = json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"]
     assert size == int(grown.group(2).replace(",", "")) > before
+
+
+@pytest.mark.parametrize("task", ["electra", "span-corruption"])
+def test_new_embeddings_without_a_checkpoint_is_refused_by_each_task_that_grows(task):
+    """A model from scratch has its vocabulary fitted to --tokenizer: nothing to grow (checked before anything loads)."""
+    from mlm_tpu.errors import UserError
+    from mlm_tpu.tasks import TrainingConfig, make_task
+    from mlm_tpu.training.checks import check_config
+
+    config = TrainingConfig("train", "out", task=task, new_embeddings="mean")
+    with pytest.raises(UserError, match=re.escape("--new-embeddings mean initialises the rows of the pieces an "
+                                                  "extended --tokenizer adds to a checkpoint's; it needs "
+                                                  "--model-name-or-path")):
+        check_config(config, make_task(task))
