@@ -171,10 +171,11 @@ PT5_CLASSIFIER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task, run, pooling", [("sequence-classification", "single", "mean"),
-                                                ("sequence-classification", "single", "cls"),
-                                                ("token-classification", "tags", None)])
-def test_modernbert_fine_tunes_into_transformers_5s_own_classifiers(task, run, pooling, wikitext_tokenizer,
+@pytest.mark.parametrize("task, run, pooling, base", [("sequence-classification", "single", "mean", "pretrained"),
+                                                      ("sequence-classification", "single", "cls", "pretrained"),
+                                                      ("sequence-classification", "single", "mean", "scratch"),
+                                                      ("token-classification", "tags", None, "pretrained")])
+def test_modernbert_fine_tunes_into_transformers_5s_own_classifiers(task, run, pooling, base, wikitext_tokenizer,
                                                                      tmp_path):
     """A ModernBERT fine-tuned with its own classifier_pooling (native: no remote code) or as a tagger is saved as
     transformers 5's ModernBertFor* loads it, every key used, pooling kept, logits within 1e-4 of mlm_tpu's."""
@@ -183,10 +184,12 @@ def test_modernbert_fine_tunes_into_transformers_5s_own_classifiers(task, run, p
 
     from mlm_tpu.model_folder.loading import load_pretrained
 
-    base = small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0], classifier_pooling="cls")
+    model = (["--model-config", "modernbert-tiny", "--tokenizer", wikitext_tokenizer[0]] if base == "scratch" else
+             ["--model-name-or-path", small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0],
+                                                              classifier_pooling="cls")])
     shards = shard(wikitext_tokenizer[0], tmp_path, run)
     output_dir = tmp_path / "fine-tuned"
-    result = run_train("--task", task, "--model-name-or-path", base, "--train-dataset", shards / "train",
+    result = run_train("--task", task, *model, "--train-dataset", shards / "train",
                        "--eval-dataset", shards / "validation", "--per-replica-batch-size", 16, "--max-steps", 2,
                        "--output-dir", output_dir, *(["--classifier-pooling", pooling] if pooling else []))
     assert result.returncode == 0, result.stderr[-3000:]

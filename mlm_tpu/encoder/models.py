@@ -151,9 +151,16 @@ def saved_config(name_or_path: str, flag: str):
 def encoder_from_scratch(preset: str, tokenizer, max_length: int, overrides: Optional[str], head_class,
                          labels: Labels, pooling: Optional[str] = None):
     """A RoBERTa shape (a preset, or a config.json of any encoder) with random weights and a head for `labels` (a
-    sequence classifier's reading `pooling`)."""
+    sequence classifier's reading `pooling`); a hand-written family's preset or config.json (ModernBERT's) builds its
+    own classifier."""
     from mlm_tpu.mlm.presets import config_for
+    from mlm_tpu.model_folder import families
 
+    family = families.of_model_config(preset)
+    if family:
+        config = family.fitted_config(family.read_config(preset, overrides), tokenizer, max_length)
+        config = family.with_settings(config, {**labels.config_settings(), **pooling_settings(pooling)})
+        return family.from_config(config, families.head_of_class(head_class))
     config = config_for(preset, tokenizer, max_length, overrides)
     check_encoder(config, head_class, f"--model-config {preset}")
     config.update({**labels.config_settings(), **pooling_settings(pooling)})
