@@ -254,7 +254,9 @@ SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask
                           "generator_size_ratio": 0.5, "discriminator_weight": 10.0, "labels": ("a", "b"),
                           "max_target_length": 8, "max_new_tokens": 8, "model_name_or_path": "roberta-base",
                           "metric_for_best_model": "loss", "classifier_pooling": "mean",
-                          "generator_name_or_path": "google/electra-small-generator"}
+                          "generator_name_or_path": "google/electra-small-generator", "keep_epoch": "last",
+                          "eval_mlm_probability": 0.15, "mlm_probability_schedule": ("0.3:10", "0.15:1000000"),
+                          "new_embeddings": "mean"}
 
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
@@ -280,9 +282,14 @@ def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
     assert takes["classifier_pooling"] == {"sequence-classification"}
     assert takes["model_name_or_path"] == set(TASKS)  # every task continues or fine-tunes a checkpoint
     assert "electra" not in takes["metric_for_best_model"]
+    assert takes["eval_mlm_probability"] == takes["mlm_probability_schedule"] == {"mlm", "electra"}
+    assert takes["keep_epoch"] == {"sequence-classification", "token-classification"}
     # electra's, refused alone everywhere: it names the generator of the --model-name-or-path it continues
     assert takes["generator_name_or_path"] == set()
-    assert all(taken for name, taken in takes.items() if name != "generator_name_or_path"), takes  # some task's
+    # refused alone everywhere too: it says how the --model-name-or-path it continues grows to a larger tokenizer
+    assert takes["new_embeddings"] == set()
+    alone = {"generator_name_or_path", "new_embeddings"}
+    assert all(taken for name, taken in takes.items() if name not in alone), takes  # some task's
 
 
 def test_a_batch_decodes_to_the_model_inputs_as_written():
