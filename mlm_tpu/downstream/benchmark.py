@@ -218,7 +218,8 @@ def check_choices(config: DownstreamConfig) -> None:
 def check_model(model: str, max_length: int, flag: str = "--model"):
     """The model's config and tokenizer, refusing before any work a model that is no encoder, has no tokenizer,
     or reads fewer tokens than the protocol's length."""
-    from mlm_tpu.encoder.models import check_encoder, check_length, saved_config
+    from mlm_tpu.encoder.models import check_encoder, saved_config
+    from mlm_tpu.training.task import check_length
     from mlm_tpu.model_folder import families
     from mlm_tpu.tokenizer.load import load_tokenizer
 

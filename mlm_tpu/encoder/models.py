@@ -16,7 +16,6 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.shards.format import REGRESSION
-from mlm_tpu.training.task import check_length  # noqa: F401 (the encoder tasks', prediction's and downstream's)
 
 SCORE_NAME = "score"  # the one output of a regression head, as its config names it
 

@@ -81,7 +81,7 @@ def check_max_length(config: EncoderPredictionConfig) -> None:
 
 
 def _check_max_length(config: EncoderPredictionConfig, model_config) -> None:
-    from mlm_tpu.encoder.models import check_length
+    from mlm_tpu.training.task import check_length
 
     check_length(model_config, config.max_length, config.model,
                  f"--max-length {config.max_length} makes {config.max_length}-token inputs", "pass")

@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from mlm_tpu.console import log
 from mlm_tpu.encoder.metrics import CLASSIFICATION_SCORES, LOWER_IS_BETTER, REGRESSION_SCORES, TOKEN_SCORES
-from mlm_tpu.encoder.models import (Labels, check_encoder, check_length, encoder_from_scratch, model_inputs,
-                                    pretrained_encoder, saved_config)
+from mlm_tpu.encoder.models import (Labels, check_encoder, encoder_from_scratch, model_inputs, pretrained_encoder,
+                                    saved_config)
 from mlm_tpu.encoder.settings import check_kept_epoch
 from mlm_tpu.encoder.validation import SequenceScorer, TokenScorer
 from mlm_tpu.errors import UserError
@@ -27,7 +27,8 @@ from mlm_tpu.model_folder.task_settings import ENCODER_PARAMS, record_task_setti
 from mlm_tpu.shards.mixture import members_of
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.evaluation import PredictionValidation
-from mlm_tpu.training.task import BestMetric, Task, Validation, check_one_start, refuse_masking, run_tokenizer
+from mlm_tpu.training.task import (BestMetric, Task, Validation, check_length, check_one_start, refuse_masking,
+                                   run_tokenizer)
 
 DEFAULT_PRESET = "base"
 
