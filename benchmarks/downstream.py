@@ -39,11 +39,13 @@ baseline, runs/bench-downstream/pretrained/mlm-45min.
 Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
 backup, finished fine-tuning runs are read back).
 
-The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA) at the headline budget,
+The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA, and ModernBERT of as many weights
+as the masked LM's RoBERTa) at the headline budget,
 SHORT_RECIPES (the dense head, span masking) at 10 CPU minutes, labelled so, then scratch, the reference rows and the
 floor.
 
 Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
+       python benchmarks/downstream.py --recipes mlm,modernbert --no-reference   # some of the rows
        python benchmarks/continued_pretraining.py --cpu-minutes 45   # first: the reference-continued row's run
        python benchmarks/downstream.py --calibrate-only   # each recipe's CPU time per step, before the runs
        python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
@@ -99,8 +101,14 @@ DEFAULT_CONTINUED_MINUTES = 45  # the reference's continued pretraining (continu
 # ELECTRA on this recipe (its train.py flags on top): the discriminator RoBERTa tiny's shape
 ELECTRA_RECIPE = ["--task", "electra", "--model-config", "electra-tiny", "--config-overrides",
                   "embedding_size=64,hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
+# ModernBERT on this recipe: `modernbert-tiny` (3 layers of 64, a global then two local layers with a window of 64,
+# 2 heads), its GeGLU 144 wide so it holds as many weights as RoBERTa tiny (269,824 against 270,528, whose 514
+# positions ModernBERT's rotary embeddings do without); ModernBERT has no dropout by default; packing without
+# cross-talk, its default
+MODERNBERT_RECIPE = ["--model-config", "modernbert-tiny", "--config-overrides", "intermediate_size=144"]
 # The headline table's recipes (train.py flags on top of PRETRAINING), at the headline budget
-HEADLINE_RECIPES = {"mlm": [], "whole-word": ["--masking", "whole-word"], "electra": ELECTRA_RECIPE}
+HEADLINE_RECIPES = {"mlm": [], "whole-word": ["--masking", "whole-word"], "electra": ELECTRA_RECIPE,
+                    "modernbert": MODERNBERT_RECIPE}
 # ... and beside them at a shorter budget (DEFAULT_SHORT_CPU_MINUTES), labelled so
 SHORT_RECIPES = {"dense-head": ["--dense-mlm-head"], "span": ["--masking", "span"]}
 DEFAULT_SHORT_CPU_MINUTES = 10
@@ -447,6 +455,9 @@ def main() -> None:
     parser.add_argument("--recipe", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help=f"Another recipe beside {', '.join(HEADLINE_RECIPES)} (PRETRAINING with train.py flags "
                              "on top), at --cpu-minutes, e.g. --recipe big-batch '--per-replica-batch-size 256'.")
+    parser.add_argument("--recipes", type=lambda text: text.split(","), default=None, metavar="NAMES",
+                        help="Only these of the table's recipes, comma separated, the first one's baselines the "
+                             "table's (default: all of them: " + ",".join([*HEADLINE_RECIPES, *SHORT_RECIPES]) + ").")
     parser.add_argument("--calibrate-only", action="store_true",
                         help="Only measure each recipe's CPU time per step, beside the baseline's (calibrate()): "
                              "best on a quiet machine, before the runs.")
@@ -465,6 +476,10 @@ def main() -> None:
         return
     short = SHORT_RECIPES if args.short_cpu_minutes else {}
     recipes = {**HEADLINE_RECIPES, **{name: shlex.split(flags) for name, flags in args.recipe}, **short}
+    unknown = set(args.recipes or ()) - set(recipes)
+    if unknown:
+        parser.error(f"--recipes: no recipe {', '.join(sorted(unknown))}; the table's: {', '.join(recipes)}")
+    recipes = {name: flags for name, flags in recipes.items() if not args.recipes or name in args.recipes}
     budgets = {name: (args.short_cpu_minutes if name in short else args.cpu_minutes) * 60 for name in recipes}
     if args.calibrate_only:
         corpus = prepare_corpus(args.root)
