@@ -18,10 +18,9 @@ PT5_LOGITS = textwrap.dedent("""
     import json, sys
     import numpy as np, torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
-    folder, out = sys.argv[1], sys.argv[2]
+    folder, out, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     model, info = AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True, attn_implementation="eager")
-    batch = AutoTokenizer.from_pretrained(folder)(["the river and its long bridges of the town " * 4, "the end"],
-                                                   padding=True, return_tensors="pt")
+    batch = AutoTokenizer.from_pretrained(folder)(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
         logits = model(**batch).logits.numpy()
     np.savez(out, logits=logits, input_ids=batch["input_ids"].numpy(), attention_mask=batch["attention_mask"].numpy())
@@ -58,26 +57,31 @@ def test_the_registry_answers_for_each_family(tmp_path):
     assert families.GENERIC.builds("masked_lm") is False and families.MODERNBERT.builds("sequence_classification")
 
 
-def transformers_5_logits(folder, tmp_path) -> dict:
+TEXTS = ["the river and its long bridges of the town " * 4, "the end"]  # two rows, one padded
+
+
+def transformers_5_logits(folder, tmp_path, texts=TEXTS) -> dict:
     out = tmp_path / f"{folder.name}-pt5.npz"
-    ran = subprocess.run([pytorch_python(), "-c", PT5_LOGITS, str(folder), str(out)], capture_output=True, text=True,
-                         timeout=300)
+    ran = subprocess.run([pytorch_python(), "-c", PT5_LOGITS, str(folder), str(out), json.dumps(texts)],
+                         capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     return {**json.loads(ran.stdout.strip().splitlines()[-1]), **np.load(out)}
 
 
-def assert_loads_in_transformers_5(folder, tmp_path) -> None:
-    """transformers 5 loads the folder as ModernBertForMaskedLM, every key used, with mlm_tpu's logits (1e-4)."""
+def assert_loads_in_transformers_5(folder, tmp_path, texts=TEXTS) -> dict:
+    """transformers 5 loads the folder as ModernBertForMaskedLM, every key used, with mlm_tpu's logits (1e-4) on
+    `texts` as its AutoTokenizer cuts them; returns what it found (its ids among them)."""
     from transformers import TFAutoModelForMaskedLM
 
     from mlm_tpu.model_folder.loading import load_pretrained
 
-    found = transformers_5_logits(folder, tmp_path)
+    found = transformers_5_logits(folder, tmp_path, texts)
     assert (found["class"], found["missing"], found["unexpected"]) == ("ModernBertForMaskedLM", [], [])
     model, _ = load_pretrained(str(folder), TFAutoModelForMaskedLM)
     ours = model({"input_ids": found["input_ids"], "attention_mask": found["attention_mask"]}).logits.numpy()
     real = found["attention_mask"].astype(bool)
     assert np.abs(ours - found["logits"])[real].max() < 1e-4
+    return found
 
 
 @pytest.mark.slow

@@ -47,6 +47,12 @@ def train_and_kill_after_backup(flags, backup_step: int, log: Path) -> None:
 
 
 def weights(folder: Path) -> dict:
+    """A saved model's weights by name: tf_model.h5's, or (a hand-written family's folder holds none) those of
+    model.safetensors."""
+    if not (folder / "tf_model.h5").exists():
+        from safetensors.numpy import load_file
+
+        return load_file(folder / "model.safetensors")
     import h5py
 
     found = {}

@@ -40,7 +40,7 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     # an ELECTRA discriminator: its generator; a fine-tuned classifier: the masked LM it was fine-tuned from
     check_masked_lm_head(name_or_path, masked_lm_class, FLAG, "continue")
     if family is not families.GENERIC:  # a hand-written family reads its own folders
-        return _continued_hand_written(family, name_or_path, tokenizer, overrides, growth)
+        return _continued_hand_written(family, name_or_path, tokenizer, overrides, growth, rule, seed)
     config = continued_config(name_or_path, tokenizer, overrides, grows=bool(growth))
     model, new_weights = load_with_new_head(name_or_path, masked_lm_class, config, FLAG, overrides)
     if growth:
@@ -54,19 +54,18 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     return model
 
 
-def _continued_hand_written(family, name_or_path: str, tokenizer, overrides: Optional[str], growth):
+def _continued_hand_written(family, name_or_path: str, tokenizer, overrides: Optional[str], growth,
+                            rule: Optional[str], seed: int):
     """continued_masked_lm of a family the registry builds by hand (ModernBERT): its config (with
-    --config-overrides) checked to embed every token of the tokenizer, then its weights."""
-    from mlm_tpu.model_folder.loading import new_modules
-
-    if growth:
-        raise UserError(f"{FLAG} {name_or_path} is a {family.name} model, whose embeddings --new-embeddings does not "
-                        "grow yet; continue it with its own tokenizer")
+    --config-overrides) checked to embed every token of the tokenizer (unless it grows to them), then its
+    weights, then with `growth` its vocabulary grown as any family's."""
     config = family.read_config(name_or_path, overrides)
-    if len(tokenizer) > config.vocab_size:
+    if len(tokenizer) > config.vocab_size and not growth:
         raise UserError(f"the tokenizer has {len(tokenizer):,} tokens but {name_or_path} only {config.vocab_size:,} "
                         f"embeddings; {_own_tokenizer(name_or_path, config.vocab_size)}")
     model, info = family.load(name_or_path, "masked_lm", f"{FLAG} {name_or_path}", config)
+    if growth:
+        model = grown(model, name_or_path, growth, rule, seed)
     if info["missing"]:
         log(f"Continuing {name_or_path} ({family.name}); it has no masked-LM head, so a new one is initialised, its "
             f"decoder tied to the input embeddings: {', '.join(info['missing'])}")

@@ -52,6 +52,15 @@ class Family(Protocol):
     # (model, batch with masked_positions, training) -> its masked-LM output at those positions; None: sparse_head.py's
     sparse_outputs: Optional[object]
 
+    # what an extended tokenizer grows (model_folder/new_embeddings.py): the weights with a vocabulary axis (the input
+    # embeddings, which a tied decoder reads; an untied decoder; the output bias), the masked-LM head's output bias
+    # (None: it has none), and a model of the same class and config with `size` tokens, built, its weights drawn
+    def vocabulary_weights(self, model) -> list: ...
+
+    def output_bias(self, model): ...
+
+    def with_vocabulary_size(self, model, size: int): ...
+
 
 class TransformersFamily:
     """Every family transformers 4.57's TensorFlow classes build (BERT, RoBERTa, ALBERT, DeBERTa-v2, ELECTRA, T5...):
@@ -101,6 +110,21 @@ class TransformersFamily:
 
     sparse_outputs = None  # mlm/sparse_head.py finds the head of transformers' masked LMs
     packs_documents = False  # a packed row is one sequence: its documents attend to each other
+
+    def vocabulary_weights(self, model) -> list:
+        """The weights with an axis of the vocabulary's size (each class names its own)."""
+        return [weight for weight in model.weights if model.config.vocab_size in tuple(weight.shape)]
+
+    def output_bias(self, model):
+        """The model's one weight of shape [vocabulary] (T5 has none; an ELECTRA discriminator none either)."""
+        biases = [weight for weight in model.weights if tuple(weight.shape) == (model.config.vocab_size,)]
+        return biases[0] if len(biases) == 1 else None
+
+    def with_vocabulary_size(self, model, size: int):
+        config = model.config.__class__.from_dict({**model.config.to_dict(), "vocab_size": size})
+        grown = type(model)(config)
+        grown(grown.dummy_inputs, training=False)
+        return grown
 
 
 GENERIC = TransformersFamily()

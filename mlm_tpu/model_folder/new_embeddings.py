@@ -106,23 +106,25 @@ def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[
 
 
 def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0):
-    """A transformers TensorFlow model of the same class with a vocabulary grown to hold every id of `cuts`
-    (base_cuts): the same weights, and for the new ids rows by `rule` in every weight with a vocabulary axis (the
-    input embeddings, with the masked-LM decoder tied to them; the output bias; an untied output kernel). A model
-    with rows to spare for them (a vocabulary padded to a multiple) keeps its size, those rows set. Returns (the
-    model, the names of the weights that grew or were set)."""
+    """A model of the same class with a vocabulary grown to hold every id of `cuts` (base_cuts), in any family of
+    the registry (transformers' TensorFlow classes, ModernBERT): the same weights, and for the new ids rows by `rule`
+    in every weight with a vocabulary axis (the input embeddings, with the masked-LM decoder tied to them; the output
+    bias; an untied output kernel). A model with rows to spare for them (a vocabulary padded to a multiple) keeps its
+    size, those rows set. Returns (the model, the names of the weights that grew or were set)."""
+    from mlm_tpu.model_folder import families
+
+    family = families.of_model(model)
     new_size = max(index + 1 for index in cuts)
     old_size = model.config.vocab_size
+    bias = family.output_bias(model)
+    bias = None if bias is None else bias.numpy()
+    initializer_range = _initializer_range(model.config)
     if new_size <= old_size:
-        return _with_rows_set(model, cuts, rule, seed)
-    config = model.config.__class__.from_dict({**model.config.to_dict(), "vocab_size": new_size})
-    initializer_range = _initializer_range(config)
-    grown = type(model)(config)
-    grown(grown.dummy_inputs, training=False)
+        return _with_rows_set(model, family.vocabulary_weights(model), cuts, rule, seed, bias)
+    grown = family.with_vocabulary_size(model, new_size)
     names = lambda weights: [weight.name.split("/", 1)[-1] for weight in weights]  # noqa: E731
     if names(grown.weights) != names(model.weights):
         raise ValueError(f"{type(model).__name__} built with a larger vocabulary has other weights")
-    bias = _output_bias(model, old_size)
     values, changed = [], []
     for weight, target in zip(model.weights, grown.weights):
         value = weight.numpy()
@@ -134,26 +136,18 @@ def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, s
     return grown, changed
 
 
-def _output_bias(model, size: int) -> Optional[np.ndarray]:
-    """The masked-LM head's output bias: the model's one weight of shape [vocabulary] (T5 has none)."""
-    biases = [weight.numpy() for weight in model.weights if tuple(weight.shape) == (size,)]
-    return biases[0] if len(biases) == 1 else None
-
-
 def _initializer_range(config) -> float:
     return getattr(config, "initializer_range", getattr(config, "initializer_factor", DEFAULT_INITIALIZER_RANGE))
 
 
-def _with_rows_set(model, cuts: Dict[int, List[int]], rule: str, seed: int):
-    """`model` with the rows of the ids of `cuts` in its weights with a vocabulary axis set by `rule` (resized_model
-    where they exist already)."""
+def _with_rows_set(model, weights: list, cuts: Dict[int, List[int]], rule: str, seed: int,
+                   bias: Optional[np.ndarray]):
+    """`model` with the rows of the ids of `cuts` set by `rule` in `weights` (its family's weights with a vocabulary
+    axis; `bias`: its output bias, which the rule reads): resized_model where those rows exist already."""
     size = model.config.vocab_size
-    bias = _output_bias(model, size)
     changed = []
-    for weight in model.weights:
-        if size in tuple(weight.shape):
-            weight.assign(_resized_weight(weight.numpy(), size, size, cuts, rule, _initializer_range(model.config),
-                                          seed, bias))
-            changed.append(weight.name.split("/", 1)[-1])
+    for weight in weights:
+        weight.assign(_resized_weight(weight.numpy(), size, size, cuts, rule, _initializer_range(model.config), seed,
+                                      bias))
+        changed.append(weight.name.split("/", 1)[-1])
     return model, changed
-

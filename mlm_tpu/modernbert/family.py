@@ -135,6 +135,23 @@ class ModernBertFamily:
         after_separator = tf.equal(input_ids[:, :-1], tf.cast(separator_id, input_ids.dtype))
         return document_ids_from_starts(tf.concat([tf.ones_like(input_ids[:, :1], tf.bool), after_separator], 1))
 
+    def vocabulary_weights(self, model) -> list:
+        """The token embeddings (`model.embeddings.tok_embeddings.weight`, which the tied decoder reads), an untied
+        decoder's own weight and the decoder's bias (`decoder.bias`)."""
+        decoder = getattr(model, "decoder", None)
+        own = [] if decoder is None else [weight for weight in (decoder.kernel, decoder.bias) if weight is not None]
+        return [model.model.embeddings.tok_embeddings.embeddings, *own]
+
+    def output_bias(self, model):
+        """The masked LM's `decoder.bias` (None: a classifier, or a config with decoder_bias false)."""
+        decoder = getattr(model, "decoder", None)
+        return None if decoder is None else decoder.bias
+
+    def with_vocabulary_size(self, model, size: int):
+        grown = type(model)(model.config.replace(vocab_size=size))
+        grown.build_in_name_scope()
+        return grown
+
     def sparse_outputs(self, model, batch, training: bool):
         """The masked LM's own sparse prediction (`sparse_prediction`): its head at the batch's masked positions
         (BERT's feature `masked_lm_positions`, which mlm/prediction_slots.py makes), the loss over those holding a
