@@ -308,7 +308,7 @@ def test_a_checkpoint_continued_with_its_extended_tokenizer_grows_once_resumes_b
     assert report["max_abs_diff"] < 1e-4, report
 
 def test_a_checkpoint_with_rows_to_spare_keeps_its_size_and_sets_the_new_ids_rows(extended):
-    """A vocabulary padded past its tokenizer (ModernBERT's 50,368 for 50,280 pieces): the new ids take spare rows."""
+    """A vocabulary padded past its tokenizer (T5's 32,128 for 32,100 pieces): the new ids take spare rows."""
     from mlm_tpu.model_folder.new_embeddings import resized_model
 
     base_folder, folder, _ = extended["wordpiece"]
