@@ -153,3 +153,22 @@ def test_a_modernbert_continued_with_an_extended_tokenizer_grows_once_resumes_bi
     found = assert_loads_in_transformers_5(uninterrupted, tmp_path, texts)
     ours = ext(texts, padding=True, return_tensors="np")
     assert np.array_equal(found["input_ids"], ours["input_ids"]) and (found["input_ids"] >= old_size).any()
+
+
+def test_an_untied_modernbert_decoder_grows_its_own_weight_by_the_rule():
+    """tie_word_embeddings false: `decoder.weight` is a weight of its own, and its new rows start as the embeddings'."""
+    from mlm_tpu.model_folder.new_embeddings import resized_model
+    from mlm_tpu.modernbert import presets
+    from mlm_tpu.modernbert.model import build
+    from test_modernbert import perturb
+
+    model = build(presets.preset("modernbert-tiny", vocab_size=64, hidden_size=32, intermediate_size=32,
+                                 num_hidden_layers=1, tie_word_embeddings=False))
+    perturb(model, 2)
+    cuts = {64: [5, 6], 65: [7, 8, 9]}
+    grown, changed = resized_model(model, cuts, "mean-of-pieces")
+    assert changed == [TOK_EMBEDDINGS, "decoder/weight:0", DECODER_BIAS] and grown.config.vocab_size == 66
+    old, new = model.decoder.kernel.numpy(), grown.decoder.kernel.numpy()
+    assert np.array_equal(new[:64], old)
+    for index, pieces in cuts.items():
+        np.testing.assert_allclose(new[index], old[pieces].mean(axis=0), atol=1e-6)
