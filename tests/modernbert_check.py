@@ -13,6 +13,16 @@ line.
 TensorFlow, its logits and hidden states in FOLDER/tf_outputs.npz) under eager and sdpa attention and prints one
 JSON line per folder: missing and unexpected keys, the largest logit and hidden-state differences over the real
 tokens (padding positions are not compared: no one reads them).
+
+`python modernbert_check.py make-masked-lm CONFIG.json TOKENIZER OUT_DIR`: a ModernBertForMaskedLM of CONFIG made by
+transformers 5 with TOKENIZER's vocabulary and special ids, its weights perturbed (so its losses differ from one
+masking to another by far more than a check's tolerance), saved by `save_pretrained` (PyTorch-only safetensors) with
+the tokenizer.
+
+`python modernbert_check.py continued INPUTS.npz BASE TRAINED COMPARED.npz OUT.npz`: BASE's masked-LM loss on
+INPUTS' labels (transformers 5's own: the mean over labelled tokens) under eager and sdpa attention; TRAINED loaded as
+ModernBertForMaskedLM (missing and unexpected keys) with its logits on COMPARED's rows in OUT.npz. Prints one JSON
+line.
 """
 
 import json
@@ -104,10 +114,44 @@ def check(inputs_path: str, folder: str, class_name: str) -> None:
     print(json.dumps(report), flush=True)
 
 
+def make_masked_lm(config_path: str, tokenizer_folder: str, out_dir: str) -> None:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_folder)
+    config = ModernBertConfig.from_json_file(config_path)
+    config.vocab_size = len(tokenizer)
+    ids = {"pad": tokenizer.pad_token_id, "cls": tokenizer.cls_token_id, "sep": tokenizer.sep_token_id}
+    for name, token in {**ids, "bos": ids["cls"], "eos": ids["sep"]}.items():
+        setattr(config, f"{name}_token_id", token)
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(config)
+    perturb(model, 0)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    print(json.dumps({"made": out_dir, "vocab_size": config.vocab_size}))
+
+
+def continued(inputs_path: str, base: str, trained: str, compared_path: str, out_path: str) -> None:
+    inputs = inputs_of(inputs_path)
+    labels = torch.tensor(np.load(inputs_path)["labels"])
+    report = {}
+    for implementation in IMPLEMENTATIONS:
+        model = ModernBertForMaskedLM.from_pretrained(base, attn_implementation=implementation).eval()
+        with torch.no_grad():
+            report[f"loss_{implementation}"] = float(model(**inputs, labels=labels).loss)
+    model, info = ModernBertForMaskedLM.from_pretrained(trained, output_loading_info=True,
+                                                        attn_implementation="eager")
+    np.savez(out_path, logits=outputs_of(model, inputs_of(compared_path), "eager").logits.numpy())
+    report.update(missing=list(info["missing_keys"]), unexpected=list(info["unexpected_keys"]))
+    print(json.dumps(report))
+
+
 def main() -> None:
     command, *arguments = sys.argv[1:]
     if command == "make":
         make(*arguments)
+    elif command == "make-masked-lm":
+        make_masked_lm(*arguments)
+    elif command == "continued":
+        continued(*arguments)
     else:
         inputs_path, *rest = arguments
         for start in range(0, len(rest), 2):

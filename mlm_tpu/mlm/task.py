@@ -90,7 +90,8 @@ class MaskedLmTask(Task):
             if self.grows_vocabulary:
                 self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
         self._set_masking(config, tokenizer)
-        self._set_packing(families.of_run(config.model_config, config.model_name_or_path), tokenizer)
+        family = families.of_run(config.model_config, config.model_name_or_path)
+        self._set_packing(family, tokenizer, train.length)
         validated = (f"; validation at {self.eval_masking.mlm_probability:.0%}"
                      if self.eval_masking.describe() != self.masking.describe() else "")
         log(f"Masking: {self.masking.describe()}{validated}")
@@ -112,9 +113,10 @@ class MaskedLmTask(Task):
         log(f"Masked-LM head: sparse, at {self.prediction_slots} of the {train.length} positions of each row "
             f"({'--max-predictions-per-seq' if given else why}); {beyond}")
 
-    def _set_packing(self, family, tokenizer) -> None:
+    def _set_packing(self, family, tokenizer, length: int) -> None:
         """Packed rows keep each document to itself where the family does so (its default for pretraining)."""
         if family.packs_documents and tokenizer.sep_token_id is not None:
+            _check_frame(tokenizer, length, family.name)
             self.packed_documents = (family, tokenizer.sep_token_id)
             log(f"Packed rows: each document attends only to itself and its rotary positions restart at its first "
                 f"token ({family.name}'s default for pretraining; a document ends at {tokenizer.sep_token})")
@@ -129,7 +131,7 @@ class MaskedLmTask(Task):
 
     def prepare_evaluation(self, config, model, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
-        self._set_packing(families.of_model(model), tokenizer)  # scored as its validation scored it
+        self._set_packing(families.of_model(model), tokenizer, shards.length)  # scored as its validation scored it
         log(f"Masking: {self.masking.describe()}")
         _check_mask_token(tokenizer, f"--model {config.model}")
         check_length(model.config, shards.length, config.model, f"--eval-dataset holds {shards.length}-token examples",
@@ -214,6 +216,16 @@ def with_document_ids(masker: Callable, family, separator_id: int) -> Callable:
         return {**masker(batch_number, batch), "document_ids": family.document_ids(batch["input_ids"], separator_id)}
 
     return transform
+
+
+def _check_frame(tokenizer, length: int, family_name: str) -> None:
+    """Packed rows of `length` tokens must be longer than the longest frame of special tokens the tokenizer puts
+    around a document (or a pair, [CLS] A [SEP] B [SEP]): a row no longer than the frame holds no text."""
+    single, pair = (tokenizer.num_special_tokens_to_add(pair=pair) for pair in (False, True))
+    if length <= max(single, pair):
+        raise UserError(f"{family_name} packs documents into rows of {length} tokens, but its tokenizer frames each "
+                        f"document with {single} special tokens ({pair} around a pair): a row holds no text; shard "
+                        f"again with a --max-length above {max(single, pair)}")
 
 
 def _check_mask_token(tokenizer, what: str) -> None:
