@@ -1,7 +1,7 @@
 """A ModernBERT saved by transformers 5 (PyTorch-only safetensors) continued with the real train.py (issue 50): the
 score it records before the first step is transformers 5's own loss on the same masked validation batches (1e-4),
 and its output folder loads back in transformers 5 with mlm_tpu's logits (1e-4). Packing asked of rows no longer
-than the tokenizer's frame of special tokens is refused.
+than the tokenizer's frame of special tokens is refused; inspect shows a ModernBERT's packed rows with their documents.
 
 mlm_tpu validates a ModernBERT on packed rows with each document kept to itself (the family's default); transformers
 has no packing, so its side runs each document of those rows alone, a row of its own, with the same ids, masks and
@@ -125,3 +125,25 @@ def test_packing_rows_no_longer_than_the_special_token_frame_is_one_error_line(i
     model = small_modernbert_folder(tmp_path / "model", tmp_path / "framed")
     scored = in_process("evaluate", "--model", model, "--eval-dataset", tmp_path / "shards" / "train")
     assert_user_error(scored, "modernbert packs documents into rows of 8 tokens")
+
+
+def test_inspect_shows_the_documents_a_modernbert_keeps_apart(in_process, shards, wikitext_tokenizer):
+    """With --model-config modernbert-tiny, each row shown carries the document ids the model's attention and
+    positions follow: 1 at the row's first token, one more after each [SEP] (masking never hides one); without it,
+    none."""
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    separator = load_tokenizer(str(wikitext_tokenizer[0])).sep_token_id
+    flags = ("--dataset", shards / "validation", "--tokenizer", wikitext_tokenizer[0], "--num-examples", 3, "--json")
+    shown = in_process("inspect", *flags, "--model-config", "modernbert-tiny")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "Packed rows: each document attends only to itself" in shown.stderr
+    examples = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert len(examples) == 3
+    for example in examples:
+        ids, documents = example["input_ids"]["ids"], example["document_ids"]["ids"]
+        assert len(documents) == len(ids) == MAX_LENGTH
+        assert documents == [1 + sum(token == separator for token in ids[:position]) for position in range(len(ids))]
+    assert max(max(example["document_ids"]["ids"]) for example in examples) > 1  # rows of several documents
+    plain = in_process("inspect", *flags)
+    assert plain.returncode == 0 and "document_ids" not in plain.stdout

@@ -27,6 +27,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    "masked-LM splits). electra: the generator's input, the masked tokens, the discriminator's input "
                    "and the tokens the generator replaced, sampled by --model's generator.")
     FLAGS.add(parser, "--model", help="--task electra: the --output-dir of `train.py --task electra` (its generator).")
+    FLAGS.add(parser, "--model-config",
+              help="Masked-LM splits: show the rows as a model of this shape (a preset or a config.json, as train "
+                   "takes it) reads them; a family that keeps each document of a packed row to itself (ModernBERT) "
+                   "adds each row's document_ids (default: none).")
     add_flag(parser, "--json", action="store_true",
              help='One JSON object per example on stdout: {feature: {"ids": [...], "text": "..."}} ("text" for '
                   'token ids only).')

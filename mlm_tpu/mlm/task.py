@@ -140,6 +140,7 @@ class MaskedLmTask(Task):
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
         self.prediction_slots = self.masking.default_slots(shards.length)  # as training makes them
+        self._set_packing(families.of_run(config.model_config, None), tokenizer, shards.length)  # its document ids
         _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
 
 

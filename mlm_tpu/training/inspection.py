@@ -31,6 +31,7 @@ class InspectionConfig(MaskingSettings):
     seed: int = setting(42, low=0)  # of the masks or spans (training draws from seed + input pipeline)
     task: Optional[str] = None  # whose transform is shown (None: the first task that trains on the split's kind)
     model: Optional[str] = None  # --task electra: the output folder whose generator makes the replacements
+    model_config: Optional[str] = None  # a masked LM's shape (preset or config.json): its family's packing is shown
 
 
 def examples_as_fed(config: InspectionConfig, shard_kinds: "ShardKinds",
