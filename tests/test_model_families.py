@@ -27,23 +27,6 @@ PT5_LOGITS = textwrap.dedent("""
     print(json.dumps({"class": type(model).__name__, "missing": sorted(info["missing_keys"]),
                       "unexpected": sorted(info["unexpected_keys"])}))
 """)
-# a ModernBERT made by transformers 5 (PyTorch-only safetensors) with the tokenizer given, saved
-PT5_MAKE = textwrap.dedent("""
-    import sys, torch
-    from transformers import AutoTokenizer, ModernBertConfig, ModernBertForMaskedLM
-    tokenizer_folder, out = sys.argv[1], sys.argv[2]
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
-    torch.manual_seed(0)
-    config = ModernBertConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                              num_attention_heads=2, local_attention=16, max_position_embeddings=128,
-                              pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
-                              sep_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id,
-                              eos_token_id=tokenizer.sep_token_id)
-    ModernBertForMaskedLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-""")
-
-
 def test_the_registry_answers_for_each_family(tmp_path):
     """A ModernBERT preset or config.json is ModernBERT's; any other (a RoBERTa preset, a Hub name) the generic
     entry's; a class's name says its head, whichever family's class."""
@@ -104,24 +87,6 @@ def test_modernbert_from_scratch_saves_what_transformers_5_loads(head, shards, w
         scored = in_process("evaluate", "--model", output_dir, "--eval-dataset", shards / "validation")
         assert scored.returncode == 0 and "Packed rows: each document" in scored.stderr, scored.stderr[-2000:]
         assert "masked accuracy" in scored.stdout
-
-
-@pytest.mark.slow
-def test_modernbert_saved_by_transformers_5_continues(shards, wikitext_tokenizer, tmp_path):
-    """A ModernBERT made and saved by transformers 5 (PyTorch weights alone) is scored before the first step,
-    continues with the real train.py, and its output folder loads back in transformers 5."""
-    base = tmp_path / "pt5-modernbert"
-    made = subprocess.run([pytorch_python(), "-c", PT5_MAKE, str(wikitext_tokenizer[0]), str(base)],
-                          capture_output=True, text=True, timeout=300)
-    assert made.returncode == 0, made.stderr[-3000:]
-    output_dir = tmp_path / "continued"
-    result = run_train("--task", "mlm", "--model-name-or-path", base, "--train-dataset", shards / "train",
-                       "--eval-dataset", shards / "validation", "--tokenizer", base, "--max-length", MAX_LENGTH,
-                       "--per-replica-batch-size", 8, "--max-steps", 2, "--output-dir", output_dir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Continuing {base} (ModernBertForMaskedLM) with its masked-LM head" in result.stderr
-    assert "Before training (the checkpoint as loaded): loss" in result.stderr
-    assert_loads_in_transformers_5(output_dir, tmp_path)
 
 
 def small_modernbert_folder(folder, tokenizer_folder, **changes):

@@ -78,6 +78,7 @@ def test_modernbert_saved_by_transformers_5_scores_its_own_loss_and_continues(sh
                        "--max-steps", 2, "--output-dir", output_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Packed rows: each document attends only to itself" in result.stderr
+    assert f"Continuing {base} (ModernBertForMaskedLM) with its masked-LM head" in result.stderr
     recorded = json.loads((output_dir / "training_args.json").read_text())["run"]["validation_before_training"]
 
     documents = validation_documents(base, shards / "validation", load_tokenizer(str(base)).pad_token_id)
