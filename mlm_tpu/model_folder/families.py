@@ -52,6 +52,14 @@ class Family(Protocol):
     # (model, batch with masked_positions, training) -> its masked-LM output at those positions; None: sparse_head.py's
     sparse_outputs: Optional[object]
 
+    # the Linear modules of its attention and feed-forward, as PEFT's target_modules names them: what LoRA wraps by
+    # default where PEFT's own table (by model type) has no entry; () where that table answers
+    projection_modules: Tuple[str, ...]
+
+    def pytorch_names(self, model) -> dict: ...  # id(variable) -> (PyTorch name, transposed?) of a model's weights
+
+    def architecture_class(self, name: str): ...  # the class of a saved config's `architectures` name
+
     # what an extended tokenizer grows (model_folder/new_embeddings.py): the weights with a vocabulary axis (the input
     # embeddings, which a tied decoder reads; an untied decoder; the output bias), the masked-LM head's output bias
     # (None: it has none), and a model of the same class and config with `size` tokens, built, its weights drawn
@@ -110,6 +118,18 @@ class TransformersFamily:
 
     sparse_outputs = None  # mlm/sparse_head.py finds the head of transformers' masked LMs
     packs_documents = False  # a packed row is one sequence: its documents attend to each other
+    projection_modules: Tuple[str, ...] = ()  # PEFT's table names the modules of transformers' classes
+
+    def pytorch_names(self, model) -> dict:
+        """transformers' own TF -> PyTorch mapping of each weight's name (pytorch.py)."""
+        from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
+
+        return {id(variable): pytorch_name_and_transpose(variable) for variable in model.weights}
+
+    def architecture_class(self, name: str):
+        import transformers
+
+        return getattr(transformers, "TF" + name)
 
     def vocabulary_weights(self, model) -> list:
         """The weights with an axis of the vocabulary's size (each class names its own)."""

@@ -341,6 +341,22 @@ def load_with_new_head(name_or_path: str, model_class, config, flag: str, overri
     return follow_classifier_pooling(model), new_weights
 
 
+def load_with_head_settings(name_or_path: str, model_class, settings: dict, where: str):
+    """(model, the PyTorch names of its new weights): a saved model as `model_class`, its config given a head's
+    settings its own lacks (a classifier's labels and pooling), new weights where the folder has none of their shape;
+    a hand-written family reads its own folders (families.py)."""
+    family = families.of_folder(name_or_path)
+    if family is not families.GENERIC:
+        check_model_folder(name_or_path, where)
+        config = family.with_settings(family.read_config(name_or_path), settings)
+        model, info = family.load(name_or_path, families.head_of_class(model_class), where, config)
+        refuse_missing_encoder_weights(model, info["missing"], where)
+        return model, info["missing"]
+    config = read_model_config(name_or_path, where)
+    config.update(settings)
+    return load_with_new_head(name_or_path, model_class, config, where)
+
+
 def read_checkpoint(name_or_path: str, model_class, config, flag: str) -> Tuple[object, List[str]]:
     """(`model_class` with `config`, the PyTorch names of the weights the checkpoint lacks or holds in other shapes,
     left as built), its weights read from whichever layout it holds them in: PyTorch-only safetensors (a folder's or
@@ -366,7 +382,7 @@ def refuse_missing_encoder_weights(model, new_weights, where: str) -> None:
     prefix = f"{model.base_model_prefix}."
     encoder = [name for name in new_weights if name.startswith(prefix) and not name.startswith(f"{prefix}pooler.")]
     if encoder:
-        raise UserError(f"{where} lacks {len(encoder)} weights of the {model.config.model_type} encoder "
+        raise UserError(f"{where} lacks {len(encoder)} weights of the {families.model_type(model.config)} encoder "
                         f"({', '.join(encoder[:3])}{', ...' if len(encoder) > 3 else ''}); is it a checkpoint of this "
                         "model?")
 

@@ -124,6 +124,16 @@ class ModernBertFamily:
         return flops.training_flops(config, length, head, head_positions)
 
     packs_documents = True  # pretraining's default: attention within each document of a packed row (masks.py)
+    projection_modules = ("Wqkv", "Wo", "Wi")  # attn.Wqkv, attn.Wo, mlp.Wi, mlp.Wo: PEFT has no default for it
+
+    def pytorch_names(self, model) -> dict:
+        """weights.py's table: each weight's transformers 5 name, and whether it is transposed there."""
+        return {id(variable): (name, transposed) for name, variable, transposed in weights.weight_table(model)}
+
+    def architecture_class(self, name: str):
+        from mlm_tpu.modernbert.model import ARCHITECTURES, HEADS
+
+        return HEADS[ARCHITECTURES[name]]
 
     def document_ids(self, input_ids, separator_id: int):
         """[batch, length] document numbers of packed rows: a document starts at each row's first token and after
