@@ -1,15 +1,15 @@
 """Load an adapter folder with PEFT onto its PyTorch base model and compare the logits with TensorFlow's.
 
-Run by tests/test_delta_train.py and tests/test_delta_encoder.py with a Python that has torch, transformers 5 and
-peft (no TensorFlow): `python peft_check.py ADAPTER BASE CLASS INPUTS.npz [ADAPTER BASE CLASS INPUTS.npz ...]`
-prints one JSON line per adapter (torch and PEFT load once for all): versions, the adapter's keys the
-model lacks (unexpected) and the model's adapter weights (modules_to_save: a classifier's head, too) the file lacks
-(missing), as `set_peft_model_state_dict` reports them (`PeftModel.from_pretrained` ignores unexpected keys
-silently), and the largest logit difference from the TensorFlow logits stored in INPUTS.npz with the inputs that
-made them; or, for an adapter PEFT fails to load or run, the error. BASE `card`: the model is the one the Python
-snippet of ADAPTER's model card loads, run as written in ADAPTER's parent folder (the snippet names the folder as
-the card's title does; CLASS unused). BASE `-`: ADAPTER is a whole model folder (`export --merge`), loaded by CLASS
-as tests/pytorch_check.py does.
+Run by tests/test_delta_train.py, tests/test_delta_encoder.py and tests/test_delta_modernbert.py with a Python that
+has torch, transformers 5 and peft (no TensorFlow): `python peft_check.py ADAPTER BASE CLASS INPUTS.npz [ADAPTER
+BASE CLASS INPUTS.npz ...]` prints one JSON line per adapter (torch and PEFT load once for all): versions, the
+adapter's keys the model lacks (unexpected) and the model's adapter weights (modules_to_save: a classifier's head,
+too) the file lacks (missing), as `set_peft_model_state_dict` reports them (`PeftModel.from_pretrained` ignores
+unexpected keys silently), and the largest logit difference from the TensorFlow logits stored in INPUTS.npz with the
+inputs that made them (an encoder's logits at each position: at its real tokens); or, for an adapter PEFT fails to
+load or run, the error. BASE `card`: the model is the one the Python snippet of ADAPTER's model card loads, run as
+written in ADAPTER's parent folder (the snippet names the folder as the card's title does; CLASS unused). BASE `-`:
+ADAPTER is a whole model folder (`export --merge`), loaded by CLASS as tests/pytorch_check.py does.
 """
 
 import json
@@ -68,11 +68,23 @@ def check(adapter: str, base: str, class_name: str, inputs_path: str) -> None:
         with model.disable_adapter():
             base_logits = model(**inputs).logits.numpy()
     expected = stored["logits"]
+    compared = real_positions(model, stored, logits)
     print(json.dumps({"peft": peft.__version__, "transformers": transformers.__version__, "torch": torch.__version__,
                       "peft_type": str(model.peft_config["default"].peft_type), "unexpected": unexpected,
                       "missing": missing, "tensors": len(state),
-                      "max_abs_diff": float(np.abs(logits - expected).max()),
-                      "change_from_base": float(np.abs(logits - base_logits).max())}))
+                      "max_abs_diff": float(np.abs(logits - expected)[compared].max()),
+                      "change_from_base": float(np.abs(logits - base_logits)[compared].max())}))
+
+
+def real_positions(model, stored, logits) -> np.ndarray:
+    """Where to compare: everywhere, but for an encoder's outputs at each position (a tagger's, a masked LM's) only at
+    the real tokens: nothing reads its padded positions, and transformers 5's ModernBERT computes them otherwise
+    (mlm_tpu matches it at real tokens: tests/test_model_families.py)."""
+    mask = stored["attention_mask"].astype(bool) if "attention_mask" in stored.files else None
+    if (mask is None or model.config.is_encoder_decoder or logits.ndim != 3
+            or logits.shape[:2] != mask.shape):
+        return np.ones(logits.shape, bool)
+    return np.broadcast_to(mask[:, :, None], logits.shape)
 
 
 def main() -> None:

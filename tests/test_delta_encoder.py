@@ -126,10 +126,7 @@ def test_evaluate_predict_and_export_merge_take_the_adapter_folder(work):
     """evaluate scores as the run's validation did; predict labels the texts; --merge writes a full classifier whose
     TensorFlow logits are the adapter's (its PyTorch ones: test_peft_... below)."""
     import mlm_tpu
-    import tensorflow as tf
     from transformers import TFAutoModelForSequenceClassification
-
-    from mlm_tpu.model_folder.loading import load_model
 
     folder = work.lora.output_dir
     evaluated = mlm_tpu.evaluate_model(folder, str(work.shards["single"] / "validation"), per_replica_batch_size=7)
@@ -140,16 +137,26 @@ def test_evaluate_predict_and_export_merge_take_the_adapter_folder(work):
     [json_line, _] = command("predict", "text-classification", "--model", folder, "--json", *TEXTS).splitlines()
     assert json.loads(json_line)["label"] == predicted[0]["label"]
 
+    config = merged_with_the_adapters_logits(work, folder, TFAutoModelForSequenceClassification)
+    assert config["architectures"] == ["RobertaForSequenceClassification"] and list(config["id2label"].values()) == \
+        sorted(LABELS)
+
+
+def merged_with_the_adapters_logits(work, folder: str, model_class) -> dict:
+    """`export --merge` the adapter folder into work.tmp/merged, a full model (loaded as `model_class`) whose
+    TensorFlow logits are the adapter's (1e-5); its config.json."""
+    import tensorflow as tf
+
+    from mlm_tpu.model_folder.loading import load_model
+
     merged = work.tmp / "merged"
     command("export", "--model", folder, "--merge", "--output-dir", merged)
     expected = tensorflow_logits(Path(folder), work.tmp / "adapter-inputs.npz")
     stored = np.load(work.tmp / "adapter-inputs.npz")
-    model = load_model(str(merged), TFAutoModelForSequenceClassification)
+    model = load_model(str(merged), model_class)
     logits = model(**{name: tf.constant(stored[name]) for name in stored.files if name != "logits"}).logits.numpy()
     assert np.abs(logits - expected).max() < 1e-5
-    config = json.loads((merged / "config.json").read_text())
-    assert config["architectures"] == ["RobertaForSequenceClassification"] and list(config["id2label"].values()) == \
-        sorted(LABELS)
+    return json.loads((merged / "config.json").read_text())
 
 
 def test_peft_loads_each_classifier_head_included_as_its_card_says_with_our_logits(work):
@@ -173,12 +180,18 @@ def test_peft_loads_each_classifier_head_included_as_its_card_says_with_our_logi
     tensorflow_logits(Path(work.lora.output_dir), work.tmp / "merged.npz")
     arguments += [work.tmp / "merged", "-", "AutoModelForSequenceClassification", work.tmp / "merged.npz"]
     reports = run_check(python, "peft_check.py", *arguments)
-    assert len(reports) == len(cases) + 1, reports
-    for name, report in zip([*cases, "merged"], reports):
+    assert_peft_gives_our_logits(reports, [*cases, "merged"])
+    assert reports[-1]["id2label"] == {"0": "good", "1": "high", "2": "low"}
+    assert os.path.isfile(work.tmp / "merged" / "model.safetensors")
+
+
+def assert_peft_gives_our_logits(reports: list, names: list) -> None:
+    """tests/peft_check.py's report of each case (`merged`: a whole folder, no adapter): loaded with every key used,
+    TensorFlow's logits within 1e-4, and an adapter's (with its head) changing the base's."""
+    assert len(reports) == len(names), reports
+    for name, report in zip(names, reports):
         assert "error" not in report, (name, report["error"])
         assert report["missing"] == [] and report["unexpected"] == [], (name, report)
         assert report["max_abs_diff"] < 1e-4, (name, report)
         if name != "merged":
             assert report["change_from_base"] > 1e-6, (name, report)  # the adapter and head applied
-    assert reports[-1]["id2label"] == {"0": "good", "1": "high", "2": "low"}
-    assert os.path.isfile(work.tmp / "merged" / "model.safetensors")

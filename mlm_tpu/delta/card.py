@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import List
 
 from mlm_tpu.delta.record import read_delta_record, recorded_head_settings
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.card import LOSS_PLOT
 from mlm_tpu.model_folder.pooling import MODELING_FILE, pools_mean, pytorch_class_name
 
@@ -21,15 +22,17 @@ def trained_parameters(method) -> int:
 def _base_line(base_model: str, record: dict, name: str) -> List[str]:
     """How the snippet builds the base: a classifier's with its head's labels (the base's config has none: PEFT
     loads the trained head into a head of that shape) and, for a mean-pooled one, as the class that comes with the
-    adapter folder (model_folder/pooling.py); any other as its task's class."""
+    adapter folder (model_folder/pooling.py), or with its pooling where the family's own class reads it; any other as
+    its task's class."""
     head = recorded_head_settings(record)
     if not head:
         return ["from transformers import AutoModel", "",
                 f'base = AutoModel.from_pretrained("{base_model}")  # the class of the base model\'s task']
+    native = families.of_values({"model_type": record["model_type"]}).pools_natively
     arguments = [f"num_labels={len(head['id2label'])}", *(f"{key}={value!r}" for key, value in head.items()
-                                                          if key != "classifier_pooling")]  # the class says it
+                                                          if key != "classifier_pooling" or native)]
     comment = "# the base has no head for these labels: build it with them, and PEFT loads the trained head into it"
-    if pools_mean(SimpleNamespace(**head), record["architecture"]):
+    if pools_mean(SimpleNamespace(**head), record["architecture"]) and not native:
         class_path = f"{MODELING_FILE[:-3]}.{pytorch_class_name(record['architecture'])}"
         return ["from transformers.dynamic_module_utils import get_class_from_dynamic_module", "", comment,
                 "# its head reads the mean of the last hidden states (classifier_pooling 'mean'), which transformers' "

@@ -8,6 +8,7 @@ from typing import Dict, Optional
 
 from mlm_tpu.delta.record import DELTA_RECORD, delta_record, read_delta_record, recorded_head_settings
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.pooling import MODELING_FILE, modeling_text, pools_mean
 from mlm_tpu.output_dir import MODEL_FOLDER, staged_output_dir, write_file, write_json
 
@@ -23,7 +24,8 @@ def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, 
         write_json(os.path.join(staging, method.config_file), method.adapter_config(model, base_model))
         write_json(os.path.join(staging, DELTA_RECORD), delta_record(method, model, base_model))
         tokenizer.save_pretrained(staging)
-        if pools_mean(model.config, type(model).__name__):  # the class the card's snippet builds the base with
+        if pools_mean(model.config, type(model).__name__) and not families.of_model(model).pools_natively:
+            # the class the card's snippet builds the base with (a family's own class reads classifier_pooling)
             write_file(os.path.join(staging, MODELING_FILE), modeling_text(type(model).__name__[2:]).encode())
         for record, payload in (records or {}).items():
             write_json(os.path.join(staging, record), payload)
@@ -34,10 +36,8 @@ def save_adapter_folder(folder: str, method, model, tokenizer, base_model: str, 
 def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--model"):
     """(model, method): the base model (`base_model`, else the one the folder names) with the folder's delta
     applied and its weights loaded, and the task settings it was trained with."""
-    import transformers
-
     from mlm_tpu.delta import method_class
-    from mlm_tpu.model_folder.loading import SafetensorsWeights, load_model, load_with_new_head, read_model_config
+    from mlm_tpu.model_folder.loading import SafetensorsWeights, load_model, load_with_head_settings
 
     record = read_delta_record(folder)
     base = base_model or record["base_model_name_or_path"]
@@ -49,12 +49,10 @@ def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--m
     if not os.path.isfile(weights):
         raise UserError(f"{flag} {folder} has no {method.weights_file}; train the adapter again")
     state = dict(SafetensorsWeights(weights, f"{flag} {folder}", "copy the adapter folder again, or train it again"))
-    model_class, where = getattr(transformers, "TF" + record["architecture"]), \
-        "--base-model" if base_model else f"{flag} {folder}'s base model"
+    model_class = families.of_values({"model_type": record["model_type"]}).architecture_class(record["architecture"])
+    where = "--base-model" if base_model else f"{flag} {folder}'s base model"
     if record.get("head"):  # a classifier: the base with a head of the adapter's labels, its weights from the folder
-        config = read_model_config(base, where)
-        config.update(recorded_head_settings(record))
-        model, _ = load_with_new_head(base, model_class, config, where)
+        model, _ = load_with_head_settings(base, model_class, recorded_head_settings(record), where)
     else:
         model = load_model(base, model_class, where)
     model.build_in_name_scope()

@@ -14,10 +14,11 @@ import numpy as np
 import tf_keras as keras
 
 from mlm_tpu.configuration import settings_of
-from mlm_tpu.delta.registry import registration_of
+from mlm_tpu.delta.registry import REGISTERED, method_class, registration_of
 from mlm_tpu.errors import UserError
 from mlm_tpu.delta.modules_to_save import load_saved_state_dict, saved_layers, saved_state_dict
 from mlm_tpu.delta.targets import dense_layers, walk
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
 
@@ -56,13 +57,22 @@ class DeltaMethod:
         method.modules_to_save = tuple(modules_to_save)
         return method
 
+    @classmethod
+    def supported_types(cls) -> Tuple[str, ...]:
+        """The model types it applies to."""
+        return tuple(cls.supported_model_types)
+
     def check_model(self, model) -> None:
-        self.check_model_type(model.config.model_type)
+        self.check_model_type(families.model_type(model.config))
 
     def check_model_type(self, model_type: str) -> None:
-        if model_type not in self.supported_model_types:
-            raise UserError(f"--delta {self.name} does not support {model_type} models (only "
-                            f"{', '.join(self.supported_model_types)}); give another --model-name-or-path or --delta")
+        """Refuse a model type the method does not apply to, naming the methods that do."""
+        if model_type in self.supported_types():
+            return
+        others = [name for name in REGISTERED if model_type in method_class(name).supported_types()]
+        instead = f"; --delta {' or '.join(others)} {'do' if len(others) > 1 else 'does'}" if others else ""
+        raise UserError(f"--delta {self.name} does not support {model_type} models (only "
+                        f"{', '.join(self.supported_types())}){instead}; give another --model-name-or-path or --delta")
 
     def apply(self, model) -> None:
         """Wrap the model's layers (the model is built); record the delta layers in `delta_layers`."""
@@ -110,21 +120,23 @@ class WrapsDenseLayers(DeltaMethod):
     def __init__(self, settings):
         super().__init__(settings)
         self.modules: Dict[str, keras.layers.Layer] = {}  # PEFT module name -> its wrapper
+        self.pytorch_names: Dict[int, Tuple[str, bool]] = {}  # the model's weights' PyTorch names, before wrapping
 
     def wrap(self, model, dense: keras.layers.Dense, module: str) -> keras.layers.Layer:
         raise NotImplementedError
 
     def apply(self, model) -> None:
         self.check_model(model)
-        targets = self.settings.targets_for(model.config.model_type)
-        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag,
+        self.pytorch_names = families.of_model(model).pytorch_names(model)  # the family's names, of the base layers
+        targets = self.settings.targets_for(families.model_type(model.config))
+        for parent, attribute, dense, module in dense_layers(model, targets, self.targets_flag, self.pytorch_names,
                                                              self.modules_to_save):
             wrapped = self.wrap(model, dense, module)
             setattr(parent, attribute, wrapped)
             self.places.append((parent, attribute, wrapped))
             self.modules[module] = wrapped
         self.delta_layers = list(self.modules.values())
-        self.saved_layers = saved_layers(model, self.modules_to_save)
+        self.saved_layers = saved_layers(model, self.modules_to_save, self.pytorch_names)
         freeze_base(model, self.delta_layers + self.saved_layers)
 
     def delta_state_dict(self, model) -> Dict[str, np.ndarray]:
@@ -135,11 +147,11 @@ class WrapsDenseLayers(DeltaMethod):
         raise NotImplementedError
 
     def state_dict(self, model) -> Dict[str, np.ndarray]:
-        return {**self.delta_state_dict(model), **saved_state_dict(self.saved_layers)}
+        return {**self.delta_state_dict(model), **saved_state_dict(self.saved_layers, self.pytorch_names)}
 
     def load_state_dict(self, model, state: Dict[str, np.ndarray]) -> None:
         self.load_delta_state_dict(model, state)
-        load_saved_state_dict(self.saved_layers, state)
+        load_saved_state_dict(self.saved_layers, state, self.pytorch_names)
 
 
 def freeze_base(model, delta_layers) -> None:

@@ -27,18 +27,12 @@ def modules_to_save(model, new_weights: Sequence[str]) -> Tuple[str, ...]:
     return (*sorted(module for module in modules if not under(module, HEAD_MODULES)), *HEAD_MODULES)
 
 
-def _pytorch_names(model) -> Dict[int, Tuple[str, bool]]:
-    from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
-
-    return {id(variable): pytorch_name_and_transpose(variable) for variable in model.weights}
-
-
-def saved_layers(model, names: Sequence[str]) -> List:
+def saved_layers(model, names: Sequence[str], pytorch: Dict[int, Tuple[str, bool]]) -> List:
     """The outermost layers whose weights are all under `names` (RoBERTa's `classifier` head whole, BERT's
-    `classifier` Dense): between them, every weight under `names`."""
+    `classifier` Dense): between them, every weight under `names`; `pytorch`: the model's weights' PyTorch names
+    (its family's pytorch_names)."""
     if not names:
         return []
-    pytorch = _pytorch_names(model)
     saved = {key for key, (name, _) in pytorch.items() if under(name.rsplit(".", 1)[0], names)}
     found, covered = [], set()
     for _, _, layer in walk(model):
@@ -52,25 +46,22 @@ def saved_layers(model, names: Sequence[str]) -> List:
     return found
 
 
-def saved_state_dict(layers: Sequence) -> Dict[str, np.ndarray]:
+def saved_state_dict(layers: Sequence, pytorch: Dict[int, Tuple[str, bool]]) -> Dict[str, np.ndarray]:
     """The layers' weights as PEFT saves modules_to_save: PyTorch names after PREFIX, PyTorch's layout."""
-    from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
-
     state = {}
     for layer in layers:
         for variable in layer.weights:
-            name, transpose = pytorch_name_and_transpose(variable)
+            name, transpose = pytorch[id(variable)]
             array = variable.numpy()
             state[PREFIX + name] = np.ascontiguousarray(array.T if transpose else array)
     return state
 
 
-def load_saved_state_dict(layers: Sequence, state: Dict[str, np.ndarray]) -> None:
+def load_saved_state_dict(layers: Sequence, state: Dict[str, np.ndarray],
+                          pytorch: Dict[int, Tuple[str, bool]]) -> None:
     """Set the layers' weights from a saved state (KeyError for one it lacks, ValueError for another shape)."""
-    from mlm_tpu.model_folder.pytorch import pytorch_name_and_transpose
-
     for layer in layers:
         for variable in layer.weights:
-            name, transpose = pytorch_name_and_transpose(variable)
+            name, transpose = pytorch[id(variable)]
             array = state[PREFIX + name]
             variable.assign(array.T if transpose else array)

@@ -8,6 +8,7 @@ import os
 from typing import Dict
 
 from mlm_tpu.jsonfiles import read_json
+from mlm_tpu.model_folder import families
 
 DELTA_RECORD = "mlm_tpu_delta.json"
 # a classifier's config settings its base lacks (classifier_pooling: model_folder/pooling.py)
@@ -17,7 +18,7 @@ HEAD_SETTINGS = ("id2label", "label2id", "problem_type", "classifier_pooling")
 def delta_record(method, model, base_model: str) -> dict:
     """What an adapter folder records of `method` applied to `model` (on `base_model`)."""
     return {"delta": method.name, "settings": dataclasses.asdict(method.settings),
-            "base_model_name_or_path": base_model, "model_type": model.config.model_type,
+            "base_model_name_or_path": base_model, "model_type": families.model_type(model.config),
             "architecture": type(model).__name__.removeprefix("TF"),
             "task_specific_params": model.config.task_specific_params,
             **({"modules_to_save": list(method.modules_to_save), "head": head_settings(model.config)}

@@ -1,22 +1,21 @@
 """Finding the layers a method wraps, by the names PEFT gives modules: the PyTorch module path of each Keras
-layer (transformers' own TF -> PyTorch name mapping of its weights), matched as PEFT matches `target_modules`:
-the whole name, or its end after a dot (`q` matches `encoder.block.0.layer.0.SelfAttention.q`)."""
+layer (its weights' PyTorch names, as the model's family maps them: model_folder/families.py `pytorch_names`),
+matched as PEFT matches `target_modules`: the whole name, or its end after a dot (`q` matches
+`encoder.block.0.layer.0.SelfAttention.q`)."""
 
 import re
-from typing import Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import tf_keras as keras
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder import families
 
 
-def pytorch_module_name(layer: keras.layers.Layer) -> str:
-    """`encoder.block.0.layer.0.SelfAttention.q` for the Keras layer that owns that module's weight."""
-    from transformers.modeling_tf_pytorch_utils import convert_tf_weight_name_to_pt_weight_name
-
-    weight = layer.weights[0]
-    name, _ = convert_tf_weight_name_to_pt_weight_name(weight.name, tf_weight_shape=weight.shape)
-    return name.rsplit(".", 1)[0]
+def pytorch_module_name(layer: keras.layers.Layer, names: Dict[int, Tuple[str, bool]]) -> str:
+    """`encoder.block.0.layer.0.SelfAttention.q` for the Keras layer that owns that module's weight; `names`: the
+    model's weights' PyTorch names (its family's pytorch_names)."""
+    return names[id(layer.weights[0])][0].rsplit(".", 1)[0]
 
 
 def matches(module: str, targets: Sequence[str]) -> bool:
@@ -53,15 +52,15 @@ def walk(layer, seen=None) -> Iterator[Tuple[object, str, object]]:
             yield from walk(child, seen)
 
 
-def dense_layers(model, targets: Sequence[str], flag: str,
+def dense_layers(model, targets: Sequence[str], flag: str, pytorch: Dict[int, Tuple[str, bool]],
                  saved_whole: Sequence[str] = ()) -> List[Tuple[object, str, keras.layers.Dense, str]]:
     """(parent, attribute, Dense, PEFT module name) of each Dense layer matching `targets`, none in or under the
     modules `saved_whole` names (PEFT's modules_to_save, which it never wraps); refuses targets that match nothing,
-    naming the modules there are."""
+    naming the modules there are. `pytorch`: the model's weights' PyTorch names (its family's pytorch_names)."""
     found, names = [], []
     for parent, attribute, layer in walk(model):
         if isinstance(layer, keras.layers.Dense) and attribute is not None and layer.weights:
-            module = pytorch_module_name(layer)
+            module = pytorch_module_name(layer, pytorch)
             if under(module, saved_whole):
                 continue
             names.append(module)
@@ -71,5 +70,5 @@ def dense_layers(model, targets: Sequence[str], flag: str,
     if unmatched:
         last = sorted({module.rsplit(".", 1)[-1] for module in names})
         raise UserError(f"{flag} {','.join(targets)}: {', '.join(unmatched)} matches no layer of this "
-                        f"{model.config.model_type} model; its Dense layers are named {', '.join(last)}")
+                        f"{families.model_type(model.config)} model; its Dense layers are named {', '.join(last)}")
     return found

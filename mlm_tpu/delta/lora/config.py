@@ -4,11 +4,22 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from mlm_tpu.configuration import comma_separated, setting
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
 
-# PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types LoRA takes here
+# PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types of transformers' classes LoRA takes here
 DEFAULT_TARGETS = {**dict.fromkeys(T5_MODEL_TYPES, ("q", "v")), "roberta": ("query", "value"),
                    "bert": ("query", "value"), "electra": ("query", "value")}
+
+
+def family_targets(model_type: str) -> Tuple[str, ...]:
+    """A hand-written family's attention and feed-forward modules (PEFT's table has none of them); () for others."""
+    return families.of_values({"model_type": model_type}).projection_modules
+
+
+def supported_types() -> Tuple[str, ...]:
+    """PEFT's model types, then each hand-written family whose projections LoRA wraps."""
+    return (*DEFAULT_TARGETS, *(family.name for family in families.HAND_WRITTEN if family.projection_modules))
 
 
 @dataclass(frozen=True)
@@ -22,12 +33,13 @@ class LoraSettings:
     targets: Optional[Tuple[str, ...]] = setting(  # None: DEFAULT_TARGETS of the model type
         None, flag="--lora-targets", group="delta-tuning", type=comma_separated, metavar="NAMES",
         help="LoRA: comma-separated module names, matched as PEFT matches target_modules (default as PEFT's: q,v for "
-             "T5, query,value for RoBERTa, BERT and ELECTRA).")
+             "T5, query,value for RoBERTa, BERT and ELECTRA; for ModernBERT, which PEFT has no default for, its "
+             "attention's and feed-forward's Wqkv,Wo,Wi).")
     use_rslora: bool = setting(False, group="delta-tuning",  # scale by alpha / sqrt(r) (rank-stabilized LoRA)
                                help="LoRA: scale by alpha / sqrt(r) (rank-stabilized).")
 
     def targets_for(self, model_type: str) -> Tuple[str, ...]:
-        return tuple(self.targets or DEFAULT_TARGETS[model_type])
+        return tuple(self.targets or DEFAULT_TARGETS.get(model_type) or family_targets(model_type))
 
     @property
     def scaling(self) -> float:

@@ -6,14 +6,17 @@ from typing import Dict
 
 import numpy as np
 
-from mlm_tpu.delta.lora.config import DEFAULT_TARGETS, adapter_config
+from mlm_tpu.delta.lora.config import adapter_config, supported_types
 from mlm_tpu.delta.lora.layer import LoraDense
 from mlm_tpu.delta.method import WrapsDenseLayers
 from mlm_tpu.delta.peft_names import PREFIX, task_type
+from mlm_tpu.model_folder import families
 
 
 class Lora(WrapsDenseLayers):
-    supported_model_types = tuple(DEFAULT_TARGETS)
+    @classmethod
+    def supported_types(cls):
+        return supported_types()
     targets_flag = "--lora-targets"
 
     def wrap(self, model, dense, module: str) -> LoraDense:
@@ -32,7 +35,7 @@ class Lora(WrapsDenseLayers):
             layer.lora_B.assign(state[f"{PREFIX}{module}.lora_B.weight"].T)
 
     def adapter_config(self, model, base_model: str) -> dict:
-        return adapter_config(self.settings, self.settings.targets_for(model.config.model_type),
+        return adapter_config(self.settings, self.settings.targets_for(families.model_type(model.config)),
                               task_type(model, self.name), base_model, self.modules_to_save)
 
     def merge(self, model) -> None:
