@@ -148,3 +148,5 @@ def test_inspect_shows_the_documents_a_modernbert_keeps_apart(in_process, shards
     assert max(max(example["document_ids"]["ids"]) for example in examples) > 1  # rows of several documents
     plain = in_process("inspect", *flags)
     assert plain.returncode == 0 and "document_ids" not in plain.stdout
+    assert_user_error(in_process("inspect", *flags, "--model-config", "modernbert-tinyy"),
+                      "--model-config 'modernbert-tinyy' is not a preset")  # a typo is no shape without document ids

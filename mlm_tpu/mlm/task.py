@@ -140,9 +140,11 @@ class MaskedLmTask(Task):
     def prepare_inspection(self, config, tokenizer, shards: ShardSet) -> None:
         self._set_masking(config, tokenizer)
         self.prediction_slots = self.masking.default_slots(shards.length)  # as training makes them
-        self._set_packing(families.of_run(config.model_config, None), tokenizer, shards.length)  # its document ids
+        family = families.of_model_config(config.model_config)
+        if config.model_config and family is None:  # transformers' shapes: a name train would refuse is refused
+            config_for(config.model_config, tokenizer, shards.length)
+        self._set_packing(family or families.GENERIC, tokenizer, shards.length)  # its document ids
         _check_mask_token(tokenizer, f"--tokenizer {config.tokenizer}")
-
 
     def build_model(self, config, tokenizer, train: ShardSet):
         self.continued_from = config.model_name_or_path
