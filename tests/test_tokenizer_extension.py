@@ -184,6 +184,44 @@ def test_each_new_row_is_the_mean_of_the_rows_of_the_pieces_the_base_cuts_its_te
     assert np.array_equal(drawn, resized(embeddings, bias, cuts, "random", initializer_range=0.02, seed=3)[0])
 
 
+@pytest.mark.parametrize("family", ["wordpiece", "bpe", "unigram"])
+def test_mean_of_pieces_lowers_a_new_bias_by_how_much_rarer_the_piece_is_than_its_pieces_on_the_corpus(
+        family, extended, wikitext_path):
+    """A masked-LM head's bias carries a piece's prior, and a whole word is rarer than the pieces it was cut into:
+    with their mean bias alone a new row takes probability wherever any of its pieces fits (the vocabulary extension
+    benchmark's figures). The record holds each new piece's corpus frequency f and its base pieces' f_i (each at
+    least f, at most the piece's count in the base's encoding of the corpus); the rule adds log((f + 1) / geometric
+    mean of (f_i + 1)) to the pieces' mean bias and leaves the rows as they were."""
+    from collections import Counter
+
+    from mlm_tpu.corpus import Corpus, CorpusSource
+    from mlm_tpu.model_folder.new_embeddings import bias_shifts
+
+    base_folder, folder, _ = extended[family]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    info = json.loads((folder / "tokenizer_extension.json").read_text(encoding="utf-8"))
+    documents = list(Corpus(CorpusSource(text_files=(str(wikitext_path),))).documents())  # as the command read them
+    encoded = Counter(piece for ids in base(documents, add_special_tokens=False)["input_ids"]
+                      for piece in base.convert_ids_to_tokens(ids))
+    shifts = bias_shifts(ext)
+    assert bias_shifts(base) is None  # no record: the pieces' mean bias, said in the log
+    random = np.random.default_rng(1)
+    embeddings = random.normal(size=(len(base), 8)).astype(np.float32)
+    bias = random.normal(size=len(base)).astype(np.float32)
+    cuts = base_cuts(base, ext)
+    rows, biases = resized(embeddings, bias, cuts, "mean-of-pieces", bias_shifts=shifts)
+    assert np.array_equal(rows, resized(embeddings, bias, cuts, "mean-of-pieces")[0])
+    for entry in info["new_pieces"]:
+        frequencies = entry["base_piece_frequencies"]
+        assert len(frequencies) == len(entry["base_pieces"])
+        for piece, frequency in zip(entry["base_pieces"], frequencies):
+            assert entry["frequency"] <= frequency <= encoded[piece], (entry, piece)
+        shift = np.log(entry["frequency"] + 1) - np.mean(np.log(np.array(frequencies) + 1))
+        assert shifts[entry["id"]] == pytest.approx(shift, abs=1e-9) and shift <= 0
+        np.testing.assert_allclose(biases[entry["id"]], bias[cuts[entry["id"]]].mean() + shift, atol=1e-6)
+    assert sum(shift < -1 for shift in shifts.values()) > len(shifts) / 2  # most words far rarer than their pieces
+
+
 def tiny_model(kind: str, vocab_size: int):
     """A tiny transformers TensorFlow model of `kind` with random weights, built."""
     import transformers

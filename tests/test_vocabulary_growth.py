@@ -95,7 +95,9 @@ def extended_wikitext_tokenizer(wikitext_tokenizer, wikitext_path, tmp_path_fact
 def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_grown_embeddings(
         electra_checkpoint, extended_wikitext_tokenizer):
     """The discriminator's embeddings (which the generator reads and predicts through) and the generator's output bias
-    gain a row per new piece, the mean of its pieces' rows; every old row as it was."""
+    gain a row per new piece, the mean of its pieces' rows; every old row as it was. The new bias is its pieces' mean
+    lowered by how much rarer the piece is than they are on the extension's corpus (the extension records their
+    frequencies: new_embeddings.bias_shifts), said in the log."""
     import contextlib
     import io
 
@@ -116,6 +118,7 @@ def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_
         assert re.search(rf"the {part}'s vocabulary grows from {old_size:,} to {len(extended):,} .*mean-of-pieces",
                          log.getvalue()), log.getvalue()
         assert getattr(model, part).config.vocab_size == len(extended)
+    assert "its output bias their mean, lowered by the log of how much rarer" in log.getvalue()
     assert model.generator.generator_lm_head.input_embeddings is model.discriminator.electra.embeddings
     weights = electra_checkpoint["weights"]
     old_rows = weights["discriminator/electra/embeddings/word_embeddings/weight:0"]
@@ -123,10 +126,12 @@ def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_
     rows = model.discriminator.electra.embeddings.weight.numpy()
     bias = model.generator.generator_lm_head.bias.numpy()
     assert np.array_equal(rows[:old_size], old_rows) and np.array_equal(bias[:old_size], old_bias)
+    shifts = growth.bias_shifts
+    assert len(shifts) == 40 and max(shifts.values()) < 0  # each new word rarer than its pieces
     for index, pieces in growth.items():
         np.testing.assert_allclose(rows[index], old_rows[pieces].mean(axis=0), atol=1e-6)
-        np.testing.assert_allclose(bias[index], old_bias[pieces].mean(), atol=1e-6)
-    assert any(7 in pieces for pieces in growth.values()) is bool(bias[old_size:].max() > 0)  # the favoured piece's
+        np.testing.assert_allclose(bias[index], old_bias[pieces].mean() + shifts[index], atol=1e-6)
+    assert any(7 in pieces for pieces in growth.values())  # the favoured piece's bias is among the means
 
 
 @pytest.mark.slow

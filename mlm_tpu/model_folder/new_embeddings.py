@@ -2,8 +2,16 @@
 adds (`mlm-tpu tokenizer extend`), each initialised by one rule (`--new-embeddings`):
 
 - `mean-of-pieces` (the default): the mean of the old rows of the pieces the base tokenizer cuts the new piece into
-  (its model's cut of the piece as written, which is how it cut the word in text), and the same for the output
-  bias: Hewitt 2021, FOCUS's and WECHSEL's starting point. A new word starts where the model read it before.
+  (its model's cut of the piece as written, which is how it cut the word in text): Hewitt 2021, FOCUS's and
+  WECHSEL's starting point. A new word starts where the model read it before. Its output bias: the mean of its
+  pieces' biases, shifted by the log of how much rarer the new piece is than its pieces where the extension recorded
+  their frequencies on its corpus (`tokenizer extend`'s tokenizer_extension.json): log((f + 1) / geometric mean of
+  (f_i + 1)). Why: a masked-LM head's bias carries a piece's prior (its log frequency, up to a constant), and a
+  whole word is rarer than the pieces it was cut into; with the pieces' mean bias alone the new row's logit is the
+  mean of its pieces' logits, so it takes probability wherever any of its pieces fits (up to the mean of their
+  probabilities, by Jensen's inequality: Hewitt's bound) and starves the old pieces (on a tiny RoBERTa of 2,048
+  pieces extended by 500 IMDB words: a higher loss over all masked targets than random rows,
+  docs/benchmark-results/vocabulary_extension.md). Without recorded frequencies, the pieces' mean bias.
 - `mean`: the mean of all old rows (and of the old biases), as 🤗 PyTorch's `mean_resizing` centres them.
 - `random`: a truncated normal of the config's initializer_range and a zero bias, as transformers 4.57's TensorFlow
   `resize_token_embeddings` draws them (seeded here, so a run is repeatable).
@@ -17,14 +25,22 @@ Examples:
     >>> rows, bias = resized(embeddings, np.array([0.0, 1.0, 3.0]), {3: [1, 2], 4: []}, "mean-of-pieces")
     >>> rows[3].tolist(), float(bias[3]), rows[4].tolist(), float(bias[4])
     ([3.0, 6.0], 2.0, [2.0, 4.0], 0.0)
+    >>> shift = frequency_shift(99, [999, 999])  # a word seen 10 times less often than its pieces: log(1/10)
+    >>> round(shift, 4), float(resized(embeddings, np.array([0.0, 1.0, 3.0]), {3: [1, 2]}, "mean-of-pieces",
+    ...                                bias_shifts={3: shift})[1][3]) == 2.0 + shift
+    (-2.3026, True)
 """
 
+import json
+import math
+import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mlm_tpu.tokenizer.extension import PADDING_PIECE, check_extension
+from mlm_tpu.tokenizer.extension import EXTENSION_INFO_FILE, PADDING_PIECE, check_extension
+from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
 RULES = ("mean-of-pieces", "mean", "random")
 RULE_WORDS = {"mean-of-pieces": "the mean of the rows of the pieces the checkpoint's tokenizer cut its piece into",
@@ -51,6 +67,29 @@ def base_cuts(base, extended) -> Dict[int, List[int]]:
     return cuts
 
 
+def frequency_shift(frequency: int, piece_frequencies: Sequence[int]) -> float:
+    """log((f + 1) / geometric mean of (f_i + 1)): how much rarer (below 0) a new piece of corpus frequency f is than
+    the base pieces it was cut into (frequencies f_i), add-one smoothed (a BPE merge step, seen 0 times, stays
+    finite)."""
+    return math.log(frequency + 1) - sum(math.log(count + 1) for count in piece_frequencies) / len(piece_frequencies)
+
+
+def bias_shifts(extended) -> Optional[Dict[int, float]]:
+    """For each new piece of `extended` (a tokenizer made by `tokenizer extend`, its tokenizer_extension.json beside
+    it, recording this tokenizer), frequency_shift of its frequency and its base pieces' on the extension's corpus;
+    None where no such record holds them (a tokenizer extended otherwise, or by a list without a corpus)."""
+    path = os.path.join(getattr(extended, "name_or_path", "") or "", EXTENSION_INFO_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as stream:
+        record = json.load(stream)
+    entries = record.get("new_pieces", [])
+    if record.get("fingerprint") != tokenizer_fingerprint(extended) or not record.get("documents") or \
+            not all("base_piece_frequencies" in entry for entry in entries):
+        return None
+    return {entry["id"]: frequency_shift(entry["frequency"], entry["base_piece_frequencies"]) for entry in entries}
+
+
 def _random_rows(count: int, width: int, initializer_range: float, seed: int) -> np.ndarray:
     import tf_keras as keras
 
@@ -59,10 +98,11 @@ def _random_rows(count: int, width: int, initializer_range: float, seed: int) ->
 
 
 def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE,
-            initializer_range: float = DEFAULT_INITIALIZER_RANGE,
-            seed: int = 0) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+            initializer_range: float = DEFAULT_INITIALIZER_RANGE, seed: int = 0,
+            bias_shifts: Optional[Dict[int, float]] = None) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """The embedding matrix (and output bias) with a row for every id of `cuts` (base_cuts), initialised by `rule`;
-    old rows as they were. The matrix keeps rows it had past the base's ids (a checkpoint padded to a multiple)."""
+    old rows as they were. The matrix keeps rows it had past the base's ids (a checkpoint padded to a multiple).
+    `bias_shifts` (mean-of-pieces only: bias_shifts()) are added to the new pieces' mean biases."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
     old_rows = embeddings.shape[0]
@@ -86,31 +126,35 @@ def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, 
             if not pieces:
                 biases[index] = bias.min()
             elif rule == "mean-of-pieces":
-                biases[index] = bias[pieces].astype(np.float64).mean()
+                biases[index] = bias[pieces].astype(np.float64).mean() + (bias_shifts or {}).get(index, 0.0)
             else:
                 biases[index] = bias.astype(np.float64).mean()
     return rows, biases
 
 
 def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[int, List[int]], rule: str,
-                    initializer_range: float, seed: int, bias: Optional[np.ndarray]) -> np.ndarray:
+                    initializer_range: float, seed: int, bias: Optional[np.ndarray],
+                    shifts: Optional[Dict[int, float]]) -> np.ndarray:
     """One weight with a vocabulary axis grown from `old_size` to `new_size` (or as large, its new ids' rows set):
     rows of an embedding [V, X], columns of an output kernel [X, V] (T5 1.1's untied lm_head), entries of an output
     bias [V] (`bias`: that bias, which the rows' rule reads for the bias it gives)."""
     new_size = max(old_size, new_size)
     if value.ndim == 1:
-        return resized(np.zeros((old_size, 1), value.dtype), value, cuts, rule, initializer_range, seed)[1][:new_size]
+        return resized(np.zeros((old_size, 1), value.dtype), value, cuts, rule, initializer_range, seed,
+                       shifts)[1][:new_size]
     if value.shape[0] == old_size:
         return resized(value, bias, cuts, rule, initializer_range, seed)[0][:new_size]
     return resized(value.T, bias, cuts, rule, initializer_range, seed)[0][:new_size].T
 
 
-def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0):
+def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0,
+                  shifts: Optional[Dict[int, float]] = None):
     """A model of the same class with a vocabulary grown to hold every id of `cuts` (base_cuts), in any family of
     the registry (transformers' TensorFlow classes, ModernBERT): the same weights, and for the new ids rows by `rule`
     in every weight with a vocabulary axis (the input embeddings, with the masked-LM decoder tied to them; the output
     bias; an untied output kernel). A model with rows to spare for them (a vocabulary padded to a multiple) keeps its
-    size, those rows set. Returns (the model, the names of the weights that grew or were set)."""
+    size, those rows set. `shifts`: the new pieces' output bias shifts (bias_shifts). Returns (the model, the names of
+    the weights that grew or were set)."""
     from mlm_tpu.model_folder import families
 
     family = families.of_model(model)
@@ -120,7 +164,7 @@ def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, s
     bias = None if bias is None else bias.numpy()
     initializer_range = _initializer_range(model.config)
     if new_size <= old_size:
-        return _with_rows_set(model, family.vocabulary_weights(model), cuts, rule, seed, bias)
+        return _with_rows_set(model, family.vocabulary_weights(model), cuts, rule, seed, bias, shifts)
     grown = family.with_vocabulary_size(model, new_size)
     names = lambda weights: [weight.name.split("/", 1)[-1] for weight in weights]  # noqa: E731
     if names(grown.weights) != names(model.weights):
@@ -129,7 +173,7 @@ def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, s
     for weight, target in zip(model.weights, grown.weights):
         value = weight.numpy()
         if tuple(target.shape) != value.shape:
-            value = _resized_weight(value, old_size, new_size, cuts, rule, initializer_range, seed, bias)
+            value = _resized_weight(value, old_size, new_size, cuts, rule, initializer_range, seed, bias, shifts)
             changed.append(target.name.split("/", 1)[-1])
         values.append(value)
     grown.set_weights(values)
@@ -141,13 +185,13 @@ def _initializer_range(config) -> float:
 
 
 def _with_rows_set(model, weights: list, cuts: Dict[int, List[int]], rule: str, seed: int,
-                   bias: Optional[np.ndarray]):
+                   bias: Optional[np.ndarray], shifts: Optional[Dict[int, float]]):
     """`model` with the rows of the ids of `cuts` set by `rule` in `weights` (its family's weights with a vocabulary
     axis; `bias`: its output bias, which the rule reads): resized_model where those rows exist already."""
     size = model.config.vocab_size
     changed = []
     for weight in weights:
         weight.assign(_resized_weight(weight.numpy(), size, size, cuts, rule, _initializer_range(model.config), seed,
-                                      bias))
+                                      bias, shifts))
         changed.append(weight.name.split("/", 1)[-1])
     return model, changed

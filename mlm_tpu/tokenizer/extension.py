@@ -139,6 +139,19 @@ def spells(family: str, word: str, pieces: Sequence[str], continuation: str, voc
     return "".join(pieces) == word
 
 
+def piece_counts(tokenizer, counts: Counter) -> Counter:
+    """How often each piece of the tokenizer's model occurs in the corpus' words (`counts`: words_of) as it cuts
+    them, words holding an added token left out (it is matched before the model): what a new piece's frequency is
+    compared with, to set its output bias (model_folder/new_embeddings.py)."""
+    added = [token.content for token in tokenizer.backend_tokenizer.get_added_tokens_decoder().values()]
+    pieces: Counter = Counter()
+    for word, count in counts.items():
+        if not any(content in word for content in added):
+            for piece in cut(tokenizer, word):
+                pieces[piece] += count
+    return pieces
+
+
 def pieces_per_word(tokenizer, counts: Counter) -> float:
     total = sum(counts.values())
     return sum(count * len(cut(tokenizer, word)) for word, count in counts.items()) / total if total else 0.0
@@ -384,7 +397,7 @@ def _text(tokenizer, piece: str) -> str:
 
 
 def _info(config: TokenizerExtensionConfig, base, extended, family: str, chosen: List[Addition], padding: List[str],
-          corpus: Optional[Corpus], before: float, after: float) -> dict:
+          corpus: Optional[Corpus], before: float, after: float, base_counts: Counter) -> dict:
     import tokenizers
     import transformers
 
@@ -403,6 +416,7 @@ def _info(config: TokenizerExtensionConfig, base, extended, family: str, chosen:
         "new_pieces": [{"id": extended.convert_tokens_to_ids(addition.piece), "piece": addition.piece,
                         "text": _text(extended, addition.piece), "kind": addition.kind,
                         "base_pieces": addition.base_pieces, "frequency": addition.frequency,
+                        "base_piece_frequencies": [base_counts[piece] for piece in addition.base_pieces],
                         "pieces_saved": addition.pieces_saved} for addition in chosen],
         "padding": [{"id": extended.convert_tokens_to_ids(piece), "piece": piece} for piece in padding],
         "pad_to_multiple_of": config.pad_to_multiple_of,
@@ -437,7 +451,7 @@ def extend_tokenizer(config: TokenizerExtensionConfig) -> str:
     extended, chosen, padding = extended_tokenizer(base, family, candidates, config.num_new_pieces,
                                                    bool(config.new_pieces_file), config.pad_to_multiple_of)
     before, after = pieces_per_word(base, counts), pieces_per_word(extended, counts)
-    info = _info(config, base, extended, family, chosen, padding, corpus, before, after)
+    info = _info(config, base, extended, family, chosen, padding, corpus, before, after, piece_counts(base, counts))
     with staged_output_dir(config.output_dir) as staging:
         extended.save_pretrained(staging)
         with open(os.path.join(staging, EXTENSION_INFO_FILE), "w", encoding="utf-8") as stream:

@@ -3,8 +3,9 @@ that continues one (the masked LM, ELECTRA's two models, T5's span corruption): 
 ids found with the pieces the checkpoint's tokenizer cuts them into, and the grown model said in the log. The rows
 themselves are model_folder/new_embeddings.py's."""
 
+import statistics
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from mlm_tpu.configuration import setting
 from mlm_tpu.console import log
@@ -12,7 +13,14 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.new_embeddings import DEFAULT_RULE, RULE_WORDS, RULES
 
 FLAG = "--model-name-or-path"
-Growth = Dict[int, List[int]]  # each id the extended tokenizer adds: the ids of the base pieces it was cut into
+
+
+class Growth(dict):
+    """Each id the extended tokenizer adds: the ids of the base pieces it was cut into; and `bias_shifts`, where the
+    extension recorded frequencies, what mean-of-pieces adds to each new piece's output bias
+    (new_embeddings.bias_shifts)."""
+
+    bias_shifts: Optional[Dict[int, float]] = None
 
 
 @dataclass
@@ -26,9 +34,10 @@ class NewEmbeddingsSettings:
              "checkpoint's (`mlm-tpu tokenizer extend`): the embeddings, the tied decoder and the output bias "
              "(ELECTRA: the generator's too; T5: the shared embeddings and lm_head) grow to the new pieces, each "
              "new row initialised as: mean-of-pieces (the mean of the rows of the pieces the checkpoint's "
-             "tokenizer cut the piece into; its output bias likewise), mean (of all rows), or random (TensorFlow's "
-             "truncated normal of the config's initializer_range and a zero bias, as transformers' resize) "
-             "(default: mean-of-pieces).")
+             "tokenizer cut the piece into; its output bias their mean, lowered by the log of how much rarer the "
+             "piece is than they are on the corpus `tokenizer extend` read), mean (of all rows), or random "
+             "(TensorFlow's truncated normal of the config's initializer_range and a zero bias, as transformers' "
+             "resize) (default: mean-of-pieces).")
 
 
 def check_new_embeddings(config) -> None:
@@ -43,11 +52,12 @@ def vocabulary_growth(name_or_path: str, tokenizer, rule: Optional[str]) -> Grow
     """The ids `tokenizer` adds to the tokenizer of the checkpoint `name_or_path` (a folder holding one), each with
     the ids of the pieces the checkpoint's tokenizer cuts its piece into (new_embeddings.base_cuts: refused unless it
     extends it); none where it adds none, and then --new-embeddings (`rule`) is refused."""
-    from mlm_tpu.model_folder.new_embeddings import base_cuts
+    from mlm_tpu.model_folder.new_embeddings import base_cuts, bias_shifts
     from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
 
     own = load_tokenizer(name_or_path, FLAG) if holds_tokenizer(name_or_path) else None
-    cuts = base_cuts(own, tokenizer) if own is not None and len(tokenizer) > len(own) else {}
+    cuts = Growth(base_cuts(own, tokenizer) if own is not None and len(tokenizer) > len(own) else {})
+    cuts.bias_shifts = bias_shifts(tokenizer) if cuts else None
     if rule and not cuts:
         why = (f"{name_or_path} holds no tokenizer to compare it with" if own is None else
                f"the --tokenizer adds no piece to {name_or_path}'s")
@@ -64,10 +74,17 @@ def grown(model, name_or_path: str, growth: Growth, rule: Optional[str], seed: i
 
     rule = rule or DEFAULT_RULE
     old_size = model.config.vocab_size
-    model, changed = resized_model(model, growth, rule, seed)
+    shifts = getattr(growth, "bias_shifts", None)
+    model, changed = resized_model(model, growth, rule, seed, shifts)
     padding = sum(not pieces for pieces in growth.values())
+    bias = ""
+    if rule == "mean-of-pieces" and any("bias" in name for name in changed):
+        bias = (f"; its output bias their mean, lowered by the log of how much rarer the piece is than its pieces "
+                f"on the extension's corpus (median {statistics.median(shifts.values()):+.2f})" if shifts else
+                "; its output bias their mean (the --tokenizer records no frequencies of its pieces: made otherwise "
+                "than by `mlm-tpu tokenizer extend` with a corpus)")
     log(f"The --tokenizer adds {len(growth):,} pieces to {name_or_path}'s (ids {min(growth):,} to {max(growth):,}"
         + (f", {padding} of them padding" if padding else "") + f"): {which or 'its'} vocabulary grows from "
-        f"{old_size:,} to {model.config.vocab_size:,} ({', '.join(changed)}), each new row {RULE_WORDS[rule]} "
+        f"{old_size:,} to {model.config.vocab_size:,} ({', '.join(changed)}), each new row {RULE_WORDS[rule]}{bias} "
         f"(--new-embeddings {rule})")
     return model
