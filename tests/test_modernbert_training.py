@@ -150,7 +150,7 @@ def test_a_whole_training_step_and_validation_compile_under_xla_with_static_shap
     assert all(not np.array_equal(old, new.numpy()) for old, new in zip(before, variables))
 
     def validation_loss(jit_compile: bool) -> float:
-        return task.validation(tf.distribute.get_strategy(), model, tokenizer, validation_shards, 16, config.seed,
+        return task.validation(tf.distribute.get_strategy(), model, tokenizer, validation_shards, 50, config.seed,
                                on_tpu=jit_compile).run()["loss"]
 
     assert abs(validation_loss(True) - validation_loss(False)) < (1e-5 if precision == "float32" else 1e-2)
