@@ -20,8 +20,9 @@ over the masked new pieces and over the masked old pieces, and the share of the 
 targets.
 
 Then three arms, each continued by the same masked-LM recipe (whole-word masking of 15%, the sparse head, batch 32
-of 64-token rows, AdamW at --learning-rate, 6% warm-up) for the same CPU budget (--cpu-minutes each; a calibration
-run of each arm measures its step's CPU time, as benchmarks/downstream.py does):
+of 64-token rows, AdamW at --learning-rate, 6% warm-up) for the same CPU budget (--cpu-minutes each; one calibration
+run of the grown model measures a step's CPU time, as benchmarks/downstream.py does, and every arm takes budget / cost
+steps: the arms differ only by the softmax's new rows, far less than the noise of a calibration per arm):
 - `none`: the checkpoint's own tokenizer;
 - `mean-of-pieces` and `random`: its tokenizer extended (`mlm-tpu tokenizer extend`) by the --num-new-pieces
   words of the training reviews that save the most pieces, its embeddings, tied decoder and output bias grown by
@@ -63,7 +64,7 @@ RECIPE = ["--task", "mlm", "--masking", "whole-word", "--mlm-probability", 0.15,
           "--warmup-ratio", "0.06", "--logging-steps", 10, "--no-deterministic"]  # and --learning-rate
 SEED = 42  # train.py's default: the run's validation masks are those of first_step_losses
 UNCORRECTED = "mean-of-pieces (bias: the pieces' mean)"  # the rule's output bias before it counted frequencies
-CALIBRATION = (4, 2)  # steps in all, steps not timed
+CALIBRATION = (16, 4)  # steps in all, steps not timed (4 and 2 gave 0.08 to 0.35 CPU s for one tiny shape)
 
 
 def text_files(root: Path):
@@ -162,30 +163,40 @@ def first_step_table(losses: dict) -> str:
                                f"new pieces and {counts['old']['tokens']:,} old ones; the same masks for each rule)")
 
 
-def continued(root: Path, base: str, arm: str, tokenizer: str, data: Path, cpu_seconds: float,
+def step_seconds(root: Path, base: str, extension: str, data: Path, recipe: Sequence) -> float:
+    """The CPU time of one continued step of `base` grown to `extension`, measured once for every arm: the arms differ
+    only by the new rows of the softmax (none has fewer), far less than one calibration's noise on a shared machine,
+    so one cost gives each the same steps for the same budget."""
+    flags = [*recipe, "--model-name-or-path", base]
+    return step_cost("vocabulary-extended", flags, ["--train-dataset", str(data / "train"), "--tokenizer", extension],
+                     root, CALIBRATION)
+
+
+def continued(root: Path, base: str, arm: str, tokenizer: str, data: Path, cpu_seconds: float, cost: float,
               recipe: Sequence) -> dict:
-    """`base` continued on the reviews with `tokenizer` (grown by `arm`'s rule) for `cpu_seconds` of steps: its
-    record (steps, validation before and after; cached)."""
+    """`base` continued on the reviews with `tokenizer` (grown by `arm`'s rule) for `cpu_seconds` of steps of `cost`
+    CPU seconds (step_seconds): its record (steps, validation before and after; cached)."""
     import tf_keras as keras
 
     record = root / "continued" / f"{arm}.json"
-    key = {"base": base, "cpu_seconds": cpu_seconds, "recipe": [str(flag) for flag in recipe]}
+    steps = max(1, int(cpu_seconds / cost))
+    key = {"base": base, "cpu_seconds": cpu_seconds, "steps": steps, "recipe": [str(flag) for flag in recipe]}
     if record.is_file() and all(json.loads(record.read_text()).get(name) == value for name, value in key.items()):
         return json.loads(record.read_text())
     flags = [*recipe, "--model-name-or-path", base, *(["--new-embeddings", arm] if arm != "none" else [])]
     inputs = ["--train-dataset", str(data / "train"), "--tokenizer", tokenizer]
-    cost = step_cost(f"vocabulary-{arm}", flags, inputs, root, CALIBRATION)
-    steps = max(1, int(cpu_seconds / cost))
     log(f"{arm}: a step costs {cost:.2f} CPU s; {cpu_seconds / 60:g} CPU minutes buy {steps:,} steps")
     folder = root / "continued" / arm
-    shutil.rmtree(folder, ignore_errors=True)  # the benchmark's own: a run of another base, budget or recipe
+    for stale in (folder, root / "downstream" / arm):  # the benchmark's own: of another base, budget or recipe
+        shutil.rmtree(stale, ignore_errors=True)
     clock = CpuClock()
     result = train_with_flags([*inputs, *flags, "--eval-dataset", str(data / "validation"), "--max-steps", steps,
                                "--backup-steps", steps, "--output-dir", folder], [clock])
     keras.backend.clear_session()
     recorded = json.loads((folder / "training_args.json").read_text())
     before = recorded.get("run", {}).get(BEFORE_TRAINING_KEY) or recorded[BEFORE_TRAINING_KEY]
-    done = {"arm": arm, "folder": str(folder), **key, "cpu_per_step": cost, "steps": steps,
+    done = {"arm": arm, "folder": str(folder), **key, "cpu_per_step": cost,
+            "training_cpu_seconds": clock.marks[-1] - clock.marks[0] if clock.marks else 0.0,
             "before": before, "after": dict(result.epochs[-1]["validation"])}
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(done, indent=2) + "\n")
@@ -217,14 +228,15 @@ def pieces_per_word(extension: str) -> Dict[str, float]:
 
 
 def table(rows: List[dict], words: Dict[str, float]) -> str:
-    lines = ["| arm | pieces per word | steps | loss before the first step | loss after | IMDB dev accuracy |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| arm | pieces per word | steps (CPU s measured) | loss before the first step | loss after | "
+             "IMDB dev accuracy |", "| --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         ppw = words["before"] if row["arm"] == "none" else words["after"]
         accuracy = row["accuracy"]
         spread = "" if accuracy["min"] == accuracy["max"] else \
             f" ({100 * accuracy['min']:.1f}-{100 * accuracy['max']:.1f})"
-        lines.append(f"| {row['arm']} | {ppw:.3f} | {row['steps']:,} | {row['before']['loss']:.3f} | "
+        lines.append(f"| {row['arm']} | {ppw:.3f} | {row['steps']:,} ({row['training_cpu_seconds']:.0f}) | "
+                     f"{row['before']['loss']:.3f} | "
                      f"{row['after']['loss']:.3f} | {100 * accuracy['median']:.1f}{spread} |")
     return "\n".join(lines)
 
@@ -264,12 +276,13 @@ def main() -> None:
     print("Masked-LM loss before the first step, by rule (validation reviews):\n" + first_step_table(losses))
     if args.first_step_only:
         return
+    cost = step_seconds(args.root, base, extension, extended_data, recipe)
     rows = []
     for arm in ARMS:
         tokenizer = base if arm == "none" else extension
         data = shards(args.root, base, "base", train_text, dev_text, args.validation_reviews) if arm == "none" \
             else extended_data
-        row = continued(args.root, base, arm, tokenizer, data, args.cpu_minutes * 60, recipe)
+        row = continued(args.root, base, arm, tokenizer, data, args.cpu_minutes * 60, cost, recipe)
         row["accuracy"] = downstream_accuracy(args.root, arm, row["folder"], args.seeds, args.max_train_samples,
                                               args.max_eval_samples or None, args.epochs,
                                               args.fine_tuning_learning_rate)
