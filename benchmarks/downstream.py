@@ -109,6 +109,9 @@ MODERNBERT_RECIPE = ["--model-config", "modernbert-tiny", "--config-overrides", 
 # The headline table's recipes (train.py flags on top of PRETRAINING), at the headline budget
 HEADLINE_RECIPES = {"mlm": [], "whole-word": ["--masking", "whole-word"], "electra": ELECTRA_RECIPE,
                     "modernbert": MODERNBERT_RECIPE}
+# Recipes of another architecture than the first recipe's, judged against their own shape from scratch (ELECTRA's
+# discriminator is RoBERTa tiny's shape: the first recipe's scratch is its own)
+OWN_SCRATCH = ("modernbert",)
 # ... and beside them at a shorter budget (DEFAULT_SHORT_CPU_MINUTES), labelled so
 SHORT_RECIPES = {"dense-head": ["--dense-mlm-head"], "span": ["--masking", "span"]}
 DEFAULT_SHORT_CPU_MINUTES = 10
@@ -359,9 +362,13 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
              reference_continued if continued else "continued"),
             ("tfidf", "TF-IDF + logistic regression, the same words as the models", "none"),
             ("tfidf_whole", "TF-IDF + logistic regression, whole texts", "none")):
-        if role in first["mean"]:
-            lines.append(f"| {title} | {what} | " + " | ".join(cell(first["tasks"][task][role]) for task in tasks) +
-                         f" | {100 * first['mean'][role]:.1f} |")
+        shapes = [(title, first)] if role != "scratch" else \
+            [(f"{title} ({next(iter(rows))}'s)", first)] + [(f"{name}'s shape, from scratch", report)
+                                                            for name, report in list(rows.items())[1:]]
+        for label, report in shapes:
+            if role in report["mean"]:
+                lines.append(f"| {label} | {what} | " + " | ".join(cell(report["tasks"][task][role]) for task in tasks)
+                             + f" | {100 * report['mean'][role]:.1f} |")
     lines += ["", "Words of a review read (mean over training and dev rows; every row is fed the same text, each "
               f"review cut to the whole words the corpus tokenizer keeps in {MAX_LENGTH} tokens):", ""]
     lines += [f"- {ROLE_TITLES[role]}: " + ", ".join(f"{task} {first['tasks'][task][role]['words_per_row']:.1f}"
@@ -418,17 +425,18 @@ def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = DEFAU
     budgets = {name: (budgets or {}).get(name, cpu_seconds) for name in recipes}
     pretrained = {name: pretrain(run_name(name, budgets[name]), flags, budgets[name], root, corpus)
                   for name, flags in recipes.items()}
-    # The first recipe's baselines are the table's: the others are scored alone (another architecture, ELECTRA's,
-    # would otherwise add its own scratch runs).
+    # The first recipe's baselines are the table's: the others are scored alone (ELECTRA's discriminator would
+    # otherwise add scratch runs of the first's shape again), but those of OWN_SCRATCH's architectures beside their own
+    # shape from scratch.
     baselines = ("scratch", "tfidf", *(("reference",) if reference else ()))
     reports = {name: score(model.folder, seeds=seeds, root=root, pooling=pooling, keep_epoch=keep_epoch,
-                           baseline=() if index else baselines,
+                           baseline=baselines if not index else ("scratch",) if name in OWN_SCRATCH else (),
                            reference_continued=None if index or not continued else continued.folder)
                for index, (name, model) in enumerate(pretrained.items())}
     first = next(iter(reports.values()))
     lines = [markdown_table(reports, pretrained, continued), ""]
     for name, report in reports.items():
-        lines += [f"{name}:"] + [f"  {line}" for line in verdict(report, first)]
+        lines += [f"{name}:"] + [f"  {line}" for line in verdict(report, None if name in OWN_SCRATCH else first)]
     return "\n".join(lines)
 
 
