@@ -416,6 +416,24 @@ def a_larger_tokenizer_that_is_not_the_checkpoints_extended(inputs):
             "--model-name-or-path", str(inputs.good_model()), "--max-steps", "1", "--output-dir", str(inputs.tmp / "model")]
 
 
+@row("train", "changes the id of 2 of", absent=("model",))
+def an_extended_tokenizer_that_moves_an_old_piece(inputs):
+    """The checkpoint's Unigram with a piece added and two old pieces' ids swapped: the embeddings would no longer
+    mean what the ids say."""
+    model = inputs.good_model()
+    moved = inputs.tmp / "moved-tokenizer"
+    moved.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(model / name, moved / name)
+    data = json.loads((moved / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    vocab[100], vocab[101] = vocab[101], vocab[100]
+    vocab.append(["\u2581hedgehog", -12.0])
+    (moved / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    return ["--train-dataset", str(inputs.shards / "train"), "--tokenizer", str(moved), "--model-name-or-path",
+            str(model), "--max-steps", "1", "--output-dir", str(inputs.tmp / "model")]
+
+
 @row("train", "--max-grad-norm", "above 0", absent=("model",))
 def max_grad_norm_zero(inputs):
     return train_flags(inputs, None, "--max-grad-norm", "0")
