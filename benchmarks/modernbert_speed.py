@@ -141,15 +141,14 @@ class TensorFlowWorker(Worker):
     def __init__(self, spec: dict, family: str, head: str):
         import tensorflow as tf
         import tf_keras as keras
-        from transformers import AdamWeightDecay
 
         from mlm_tpu.console import import_tensorflow
         from mlm_tpu.mlm.task import MaskedLmTask
         from mlm_tpu.shards.layout import BatchLayout
         from mlm_tpu.training.dropout import key_dropout_by_step
         from mlm_tpu.training.flops import masked_lm_cost
-        from mlm_tpu.training.optimizers import NO_DECAY
         from mlm_tpu.training.step import make_train_steps
+        from mlm_tpu.training.weight_decay import AdamW
         from sparse_head import word_level_tokenizer
 
         import_tensorflow()
@@ -174,7 +173,7 @@ class TensorFlowWorker(Worker):
             np.savez(spec["batches"], **{name: np.stack([batch[name].numpy() for batch in data])
                                          for name in ("input_ids", "attention_mask", "labels")})
         strategy = tf.distribute.get_strategy()
-        optimizer = AdamWeightDecay(1e-4, weight_decay_rate=1e-3, exclude_from_weight_decay=list(NO_DECAY))
+        optimizer = AdamW(1e-4, weight_decay_rate=1e-3)
         keys = key_dropout_by_step(self.model, 0, BatchLayout(1, rows, 1, 1))
         self.step = make_train_steps(strategy, self.model, optimizer, keys, task=self.task)
         dataset = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(lambda *parts: tf.stack(parts), *data))

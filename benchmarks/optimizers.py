@@ -38,14 +38,14 @@ def runs_of(name: str, batch_size: int):
 
     from mlm_tpu.mlm.presets import PRESETS, masked_lm_config
     from mlm_tpu.tasks import TrainingConfig
-    from mlm_tpu.training.optimizers import NO_DECAY, create_state, make_optimizer, with_schedule_defaults
+    from mlm_tpu.training.optimizers import create_state, make_optimizer, with_schedule_defaults
 
     keras.utils.set_random_seed(0)
     shape = masked_lm_config(vocab_size=VOCABULARY, max_position_embeddings=LENGTH + 2, **PRESETS["small"])
     model = TFAutoModelForMaskedLM.from_config(shape)
     model.build_in_name_scope()
     config = with_schedule_defaults(TrainingConfig("s", "o", optimizer=name, weight_decay_rate=0.01))
-    optimizer = make_optimizer(config, total_steps=10_000, no_decay=NO_DECAY)
+    optimizer = make_optimizer(config, total_steps=10_000)
     create_state(optimizer, model.trainable_variables)
     ids = tf.random.stateless_uniform([batch_size, LENGTH], [1, 2], 5, VOCABULARY, tf.int32)
     labels = tf.where(tf.random.stateless_uniform([batch_size, LENGTH], [3, 4]) < 0.15, ids, -100)

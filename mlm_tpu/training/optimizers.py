@@ -1,8 +1,10 @@
 """The optimizer and its learning-rate schedule: `--optimizer adamw|adafactor|stableadamw`, `--lr-schedule
 linear|rsqrt|wsd|cosine|constant`.
 
-- adamw (the default): transformers' `create_optimizer`, AdamW with decoupled weight decay (none on LayerNorm
-  weights, biases, and what the task names: a delta's IA3 scales and virtual-token tables, as PEFT's recipes).
+- adamw (the default): transformers' `create_optimizer`, AdamW with decoupled weight decay on the weights
+  training/weight_decay.py's rule picks: every weight of rank 2 or more (none on biases and norms, whatever their
+  names, as ModernBERT's trainer and Cramming), but not what the task names (a delta's IA3 scales and virtual-token
+  tables, as PEFT's recipes).
 - stableadamw: StableAdamW (Wortsman et al. 2023, "Stable and low-precision training for large-scale vision-language
   models"), as optimi implements it (warner-benjamin/optimi, optimi/stableadamw.py, `_single_param_stableadamw`;
   ModernBERT's src/optimizer.py is a copy of it): Adam's moments kept with optimi's debiased betas
@@ -10,7 +12,7 @@ linear|rsqrt|wsd|cosine|constant`.
   tensor's rate divided by max(1, RMS(g^2 / max(v, eps^2))): a step where the gradient jumps far above its running
   scale is cut back, which stands in for gradient clipping. Weight decay is optimi's default (decouple_lr=False):
   the weight is multiplied by 1 - rate x --weight-decay-rate, the rate being that tensor's clipped rate, before the
-  Adam step (none on the weights AdamW leaves undecayed). ModernBERT's `decoupled_stableadamw` is optimi's
+  Adam step (on the same weights as AdamW's). ModernBERT's `decoupled_stableadamw` is optimi's
   decouple_lr=True, the factor 1 - (rate / peak) x its weight decay: its 1e-5 at peak 8e-4 is 0.0125 here
   (training/recipes.py's modernbert does that sum).
 - adafactor: Adafactor as T5X runs it (t5x/adafactor.py with T5's gin settings): second moments factored into a
@@ -43,7 +45,6 @@ holds: a resumed run goes on with exactly the state it stopped with.
 
 import dataclasses
 import math
-import re
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -173,14 +174,13 @@ def warmup_steps_of(config, total_steps: int) -> int:
                total_steps)
 
 
-NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # create_optimizer's: weights AdamW leaves undecayed (substrings)
-
-
 def make_optimizer(config, total_steps: int, no_decay: Sequence[str] = ()):
-    """The optimizer `config` (with_schedule_defaults applied) asks for, over `total_steps` steps; AdamW decays
-    every weight but those whose names hold one of NO_DECAY or `no_decay` (the task's: a delta's scales and
-    virtual tokens, whose no-op values are not 0)."""
-    from transformers import AdamWeightDecay, create_optimizer
+    """The optimizer `config` (with_schedule_defaults applied) asks for, over `total_steps` steps; AdamW and
+    StableAdamW decay the weights training/weight_decay.py's rule picks, leaving out those whose names hold one of
+    `no_decay` (the task's)."""
+    from transformers import create_optimizer
+
+    from mlm_tpu.training.weight_decay import AdamW
 
     moments = {"adam_beta1": config.adam_beta1, "adam_beta2": config.adam_beta2, "adam_epsilon": config.adam_epsilon}
     adam, schedule = create_optimizer(init_lr=config.learning_rate, num_train_steps=total_steps,
@@ -192,12 +192,11 @@ def make_optimizer(config, total_steps: int, no_decay: Sequence[str] = ()):
         return Adafactor(schedule)
     if config.optimizer == "stableadamw":
         return StableAdamW(schedule, beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
-                           weight_decay_rate=config.weight_decay_rate, exclude_from_weight_decay=[*NO_DECAY, *no_decay])
+                           weight_decay_rate=config.weight_decay_rate, exclude_from_weight_decay=list(no_decay))
     if config.lr_schedule == "linear" and not config.weight_decay_rate:
         return adam  # create_optimizer's plain Adam: nothing decays
-    return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate,
-                           beta_1=config.adam_beta1, beta_2=config.adam_beta2, epsilon=config.adam_epsilon,
-                           exclude_from_weight_decay=[*NO_DECAY, *no_decay])
+    return AdamW(learning_rate=schedule, weight_decay_rate=config.weight_decay_rate, beta_1=config.adam_beta1,
+                 beta_2=config.adam_beta2, epsilon=config.adam_epsilon, exclude_from_weight_decay=list(no_decay))
 
 
 def create_state(optimizer, variables) -> None:
@@ -303,8 +302,9 @@ class StableAdamW(keras.optimizers.legacy.Optimizer):
             self.add_slot(var, "v")
 
     def _decays(self, var) -> bool:
-        return bool(self.weight_decay_rate) and not any(re.search(pattern, var.name)
-                                                        for pattern in self.exclude_from_weight_decay)
+        from mlm_tpu.training.weight_decay import decays
+
+        return bool(self.weight_decay_rate) and decays(var, self.exclude_from_weight_decay)
 
     def _resource_apply_dense(self, grad, var, apply_state=None):
         grad = tf.cast(grad, tf.float32)
