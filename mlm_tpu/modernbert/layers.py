@@ -3,9 +3,9 @@ that a weight's place in the model is its PyTorch name (weights.py's table): `em
 `norm`), an encoder layer (`attn_norm`, `attn` with `Wqkv` and `Wo`, `mlp_norm`, `mlp` with `Wi` and `Wo`), and
 the prediction `head` (`dense`, `norm`).
 
-Attention is dense, with additive masks (masks.py): every shape is static, so XLA compiles it for TPUs, and a local
-layer's window, padding and document boundaries are one bias each layer type shares. Softmax and the rotary
-embedding run in float32 whatever the compute type, as transformers' eager attention does.
+Attention runs in blocks (local layers) and query chunks (global layers), attention.py: every shape is static, so
+XLA compiles it for TPUs, and nothing grows with the square of the row. Softmax and the rotary embedding run in
+float32 whatever the compute type, as transformers' eager attention does.
 """
 
 import math
@@ -15,7 +15,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from mlm_tpu.modernbert.config import ModernBertConfig
+from mlm_tpu.modernbert.attention import global_attention, local_attention
+from mlm_tpu.modernbert.config import LOCAL, ModernBertConfig
 
 
 class CutoffNormal(keras.initializers.Initializer):
@@ -103,29 +104,44 @@ def rotate(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
 
 
 class ModernBertAttention(keras.layers.Layer):
-    """Fused query, key and value (`Wqkv`: [q | k | v], each heads x head_dim), rotary positions on q and k, dense
-    attention under an additive bias [batch, 1, length, length] (float32), and the output projection `Wo`."""
+    """Fused query, key and value (`Wqkv`: [q | k | v], each heads x head_dim), rotary positions on q and k, the
+    layer type's attention (attention.py: blocked within the window, or chunked over the row) under the attention
+    mask and the row's documents, and the output projection `Wo`."""
 
-    def __init__(self, config: ModernBertConfig, **kwargs):
+    def __init__(self, config: ModernBertConfig, attention_type: str, **kwargs):
         super().__init__(name="attn", **kwargs)
         self.heads = config.num_attention_heads
         self.head_dim = config.head_dim
+        self.attention_type = attention_type
+        self.sliding_window = config.sliding_window
+        self.dropout_rate = config.attention_dropout
         self.Wqkv = dense(config, 3 * config.hidden_size, config.attention_bias, "in", "Wqkv")
         self.Wo = dense(config, config.hidden_size, config.attention_bias, "out", "Wo")
         self.attention_drop = keras.layers.Dropout(config.attention_dropout, name="attention_drop")
         self.out_drop = keras.layers.Dropout(config.attention_dropout, name="out_drop")
 
-    def call(self, hidden_states, cos, sin, bias, training=False):
+    def call(self, hidden_states, cos, sin, key_mask, document_ids=None, training=False):
         length = tf.shape(hidden_states)[1]
         qkv = tf.reshape(self.Wqkv(hidden_states), [-1, length, 3, self.heads, self.head_dim])
         query, key, value = tf.unstack(qkv, axis=2)
         query, key = rotate(query, cos, sin), rotate(key, cos, sin)
-        scores = tf.einsum("bqhd,bkhd->bhqk", query, key) * tf.cast(self.head_dim ** -0.5, query.dtype)
-        probabilities = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
-        probabilities = self.attention_drop(tf.cast(probabilities, value.dtype), training=training)
-        output = tf.einsum("bhqk,bkhd->bqhd", probabilities, value)
+        query = query * tf.cast(self.head_dim ** -0.5, query.dtype)
+        if self.attention_type == LOCAL:
+            dropout = (lambda probabilities: self.attention_drop(probabilities, training=training))
+            output = local_attention(query, key, value, key_mask, document_ids, self.sliding_window,
+                                     dropout if training and self.dropout_rate else None)
+        else:
+            dropping = bool(training and self.dropout_rate)
+            output = global_attention(query, key, value, key_mask, document_ids,
+                                      self.dropout_rate if dropping else 0.0, self.dropout_seed() if dropping else None)
         output = tf.reshape(output, [-1, length, self.heads * self.head_dim])
         return self.out_drop(self.Wo(output), training=training)
+
+    def dropout_seed(self) -> tf.Tensor:
+        """A seed [2] for the global layer's dropped probabilities, drawn by the dropout layer's own generator (so
+        seeded runs repeat, and a resumed run draws what the uninterrupted one drew)."""
+        draw = self.attention_drop._random_generator.random_uniform([2], maxval=2.0 ** 30, dtype=tf.float32)
+        return tf.cast(draw, tf.int32)
 
 
 class ModernBertMLP(keras.layers.Layer):
@@ -151,13 +167,13 @@ class ModernBertEncoderLayer(keras.layers.Layer):
         super().__init__(name=f"layers.{index}", **kwargs)
         self.attention_type = config.layer_types[index]
         self.attn_norm = layer_norm(config, "attn_norm") if index else None
-        self.attn = ModernBertAttention(config)
+        self.attn = ModernBertAttention(config, self.attention_type)
         self.mlp_norm = layer_norm(config, "mlp_norm")
         self.mlp = ModernBertMLP(config)
 
-    def call(self, hidden_states, cos, sin, bias, training=False):
+    def call(self, hidden_states, cos, sin, key_mask, document_ids=None, training=False):
         normed = self.attn_norm(hidden_states) if self.attn_norm is not None else hidden_states
-        hidden_states = hidden_states + self.attn(normed, cos, sin, bias, training=training)
+        hidden_states = hidden_states + self.attn(normed, cos, sin, key_mask, document_ids, training=training)
         return hidden_states + self.mlp(self.mlp_norm(hidden_states), training=training)
 
 

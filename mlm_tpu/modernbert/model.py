@@ -24,7 +24,7 @@ from transformers.modeling_tf_utils import (TFMaskedLanguageModelingLoss, TFSequ
                                             TFTokenClassificationLoss)
 
 from mlm_tpu.modernbert import masks
-from mlm_tpu.modernbert.config import GLOBAL, LOCAL, ModernBertConfig
+from mlm_tpu.modernbert.config import GLOBAL, ModernBertConfig
 from mlm_tpu.modernbert.layers import (ModernBertDecoder, ModernBertEmbeddings, ModernBertEncoderLayer,
                                        ModernBertPredictionHead, dense, layer_norm, rotary_cos_sin)
 
@@ -33,7 +33,8 @@ INPUTS = ("input_ids", "attention_mask", "document_ids", "position_ids")
 
 class ModernBertModel(keras.layers.Layer):
     """Embeddings, the encoder layers (`layers.i`; `encoder_layers` here, `layers` being Keras' own word) and the
-    final norm. Each layer type's rotary table and mask is made once per call and shared by its layers."""
+    final norm. Each layer type's rotary table is made once per call and shared by its layers; the attention mask and
+    document ids go to every layer as they are (attention.py builds its masks per block from them)."""
 
     def __init__(self, config: ModernBertConfig, **kwargs):
         super().__init__(name="model", **kwargs)
@@ -49,14 +50,12 @@ class ModernBertModel(keras.layers.Layer):
             attention_mask = tf.ones_like(input_ids)
         if position_ids is None:
             position_ids = masks.position_ids(input_ids, document_ids)
-        biases = dict(zip((GLOBAL, LOCAL), masks.attention_biases(attention_mask, config.sliding_window,
-                                                                  document_ids)))
         rotary = {kind: rotary_cos_sin_of(config, position_ids, kind) for kind in set(config.layer_types)}
         hidden_states = self.embeddings(input_ids, training=training)
         all_hidden_states = [hidden_states]
         for layer in self.encoder_layers:
             cos, sin = rotary[layer.attention_type]
-            hidden_states = layer(hidden_states, cos, sin, biases[layer.attention_type], training=training)
+            hidden_states = layer(hidden_states, cos, sin, attention_mask, document_ids, training=training)
             all_hidden_states.append(hidden_states)
         last_hidden_state = self.final_norm(hidden_states)
         all_hidden_states[-1] = last_hidden_state  # transformers 5's capture_outputs ties the last to it
