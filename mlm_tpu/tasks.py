@@ -24,6 +24,7 @@ from typing import Dict, Optional, Tuple
 from mlm_tpu.configuration import joined_dataclass, refuse_others_settings
 from mlm_tpu.delta import METHOD_SETTINGS
 from mlm_tpu.electra.settings import ElectraSettings
+from mlm_tpu.embedding.settings import SentenceEmbeddingSettings
 from mlm_tpu.encoder.heads import SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION
 from mlm_tpu.encoder.settings import EncoderSettings, SequenceClassificationSettings
 from mlm_tpu.errors import UserError
@@ -97,6 +98,13 @@ TASKS_DECLARED: Dict[str, TaskDeclaration] = {
         ("mlm_tpu.encoder.task", "TokenClassificationTask"), EncoderSettings, "token-classification",
         TaskWords("any encoder with a tag per word", "words and their tags", "entity precision, recall, F1 (seqeval)"),
         TOKEN_CLASSIFICATION),
+    "sentence-embedding": TaskDeclaration(
+        ("mlm_tpu.embedding.task", "SentenceEmbeddingTask"), SentenceEmbeddingSettings, "sentence-embedding",
+        TaskWords("any encoder, pooled into one vector per text (a sentence-transformers model)",
+                  "a query, its positive and maybe hard negatives",
+                  "each query ranked against the split's positives: accuracy@1, MRR@10",
+                  more="The loss takes the whole global batch as negatives (gathered across replicas); "
+                       "--grad-cache-mini-batch-size trains a batch larger than memory.")),
 }
 TASKS = tuple(TASKS_DECLARED)
 TASK_SETTINGS = {name: declared.settings for name, declared in TASKS_DECLARED.items()}  # task -> its settings class
@@ -108,7 +116,7 @@ TrainingConfig = joined_dataclass("TrainingConfig", TrunkConfig, (*TASK_SETTINGS
                                   "the settings of every task and delta method, those of others than its own at their "
                                   "defaults.")
 ENCODER_TASKS = ("sequence-classification", "token-classification")
-T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", *ENCODER_TASKS))
+T5_TASKS = tuple(task for task in TASKS if task not in ("mlm", "electra", "sentence-embedding", *ENCODER_TASKS))
 # the maps derived from the heads: how a saved model's architecture ends -> its task; a pipeline -> its task
 HEADS = {declared.head.suffix: name for name, declared in TASKS_DECLARED.items() if declared.head}
 PIPELINES = {declared.head.pipeline_tag: name for name, declared in TASKS_DECLARED.items()
@@ -184,7 +192,7 @@ def task_of_saved_model(name_or_path: str) -> str:
     from types import SimpleNamespace
 
     from mlm_tpu.delta.record import is_adapter_folder, read_delta_record
-    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, model_type
+    from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, model_type
     from mlm_tpu.model_folder.task_settings import task_settings
 
     if is_adapter_folder(name_or_path):
@@ -202,7 +210,7 @@ def task_of_saved_model(name_or_path: str) -> str:
 
 def task_of_head(name_or_path: str) -> Optional[str]:
     """The task of a saved model's head (from its config's architectures: HEADS), or None."""
-    from mlm_tpu.model_folder.loading import architecture
+    from mlm_tpu.model_folder.configs import architecture
 
     found = architecture(name_or_path)
     return task_of_architecture(found) if found else None
@@ -291,6 +299,7 @@ SHARD_KINDS: Dict[str, Tuple[str, str]] = {  # kind of split -> (module, object)
     "span-corruption": ("mlm_tpu.t5.shard_kinds", "SPAN_CORRUPTION_ROWS"),
     "sequence-classification": ("mlm_tpu.encoder.shard_kinds", "SEQUENCE_CLASSIFICATION_ROWS"),
     "token-classification": ("mlm_tpu.encoder.shard_kinds", "TOKEN_CLASSIFICATION_ROWS"),
+    "sentence-embedding": ("mlm_tpu.embedding.shard_kinds", "SENTENCE_EMBEDDING_ROWS"),
 }
 # `shard --task` also takes the trainer's words for a kind of split
 SHARD_KIND_ALIASES = {"classification": "text2text", "generation": "text2text", "masked-lm": "mlm"}

@@ -358,7 +358,8 @@ def test_the_encoder_tasks_start_from_the_saved_discriminator_with_every_weight_
     encoder line's checks take the discriminator, and its loader finds every encoder weight there, only the head new."""
     from transformers import AutoConfig
 
-    from mlm_tpu.model_folder.loading import load_with_new_head, read_model_config
+    from mlm_tpu.model_folder.configs import read_model_config
+    from mlm_tpu.model_folder.loading import load_with_new_head
     from mlm_tpu.tasks import make_task
     from mlm_tpu.tokenizer.load import load_tokenizer
 

@@ -37,7 +37,8 @@ def load_adapter(folder: str, base_model: Optional[str] = None, flag: str = "--m
     """(model, method): the base model (`base_model`, else the one the folder names) with the folder's delta
     applied and its weights loaded, and the task settings it was trained with."""
     from mlm_tpu.delta import method_class
-    from mlm_tpu.model_folder.loading import SafetensorsWeights, load_model, load_with_head_settings
+    from mlm_tpu.model_folder.checkpoint import SafetensorsWeights
+    from mlm_tpu.model_folder.loading import load_model, load_with_head_settings
 
     record = read_delta_record(folder)
     base = base_model or record["base_model_name_or_path"]

@@ -19,7 +19,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.delta.modules_to_save import load_saved_state_dict, saved_layers, saved_state_dict
 from mlm_tpu.delta.targets import dense_layers, walk
 from mlm_tpu.model_folder import families
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 
 class DeltaMethod:

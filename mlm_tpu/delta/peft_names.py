@@ -4,7 +4,7 @@ its task declares it, mlm_tpu/encoder/heads.py)."""
 from typing import Optional
 
 from mlm_tpu.encoder.heads import HEADS
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 PREFIX = "base_model.model."  # PeftModel -> LoraModel/IA3Model -> the transformers model
 

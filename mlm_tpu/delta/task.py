@@ -11,7 +11,7 @@ from mlm_tpu.delta import method_class
 from mlm_tpu.delta.modules_to_save import HEAD_MODULES, modules_to_save
 from mlm_tpu.delta.peft_names import head_task_type
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.configs import longest_input
 
 
 class DeltaTask:

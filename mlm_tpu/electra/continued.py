@@ -49,7 +49,7 @@ def generator_source(config) -> Tuple[str, str]:
 
 def check_generator_type(name: str, flag: str) -> None:
     """The generator must be an ELECTRA masked LM (its config; before its size is compared with anything)."""
-    from mlm_tpu.model_folder.loading import read_model_config
+    from mlm_tpu.model_folder.configs import read_model_config
 
     config = read_model_config(name, flag)
     found = (config.architectures or [config.model_type])[0]

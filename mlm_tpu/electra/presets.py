@@ -12,7 +12,7 @@ from typing import Optional
 from transformers import ElectraConfig
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import load_config
+from mlm_tpu.model_folder.configs import load_config
 
 PRESETS = {  # the discriminator: embedding size, hidden size, layers, attention heads, feed-forward size
     "electra-tiny": dict(embedding_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,

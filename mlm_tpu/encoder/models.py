@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 from mlm_tpu.model_folder.pooling import follow_classifier_pooling
 from mlm_tpu.shards.format import REGRESSION
 
@@ -104,7 +104,8 @@ def pretrained_encoder(name_or_path: str, head_class, labels: Labels, flag: str 
     from transformers import AutoConfig
 
     from mlm_tpu.model_folder import families
-    from mlm_tpu.model_folder.loading import load_with_new_head, new_modules
+    from mlm_tpu.model_folder.checkpoint import new_modules
+    from mlm_tpu.model_folder.loading import load_with_new_head
 
     family = families.of_folder(name_or_path)
     if family is not families.GENERIC:  # a hand-written family reads its own folders
@@ -142,7 +143,7 @@ def _hand_written_encoder(family, name_or_path: str, head_class, labels: Labels,
 
 def saved_config(name_or_path: str, flag: str):
     """A saved model's config (a folder or a Hub name), or one error line."""
-    from mlm_tpu.model_folder.loading import read_model_config
+    from mlm_tpu.model_folder.configs import read_model_config
 
     return read_model_config(name_or_path, flag)
 

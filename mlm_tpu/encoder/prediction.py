@@ -90,7 +90,7 @@ def _check_max_length(config: EncoderPredictionConfig, model_config) -> None:
 def _length(config: EncoderPredictionConfig, settings: dict, model, tokenizer) -> int:
     """Tokens per input: --max-length, refused past the model's positions as training refuses longer shards; else the
     training length, else as many as both the tokenizer and the model take, at most 512."""
-    from mlm_tpu.model_folder.loading import longest_input
+    from mlm_tpu.model_folder.configs import longest_input
 
     if config.max_length:
         _check_max_length(config, model.config)

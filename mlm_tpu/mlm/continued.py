@@ -17,7 +17,7 @@ def continued_config(name_or_path: str, tokenizer, overrides: Optional[str] = No
     """The config of the checkpoint `name_or_path` with --config-overrides, checked to embed every token of the
     run's tokenizer (unless it `grows` to them: vocabulary_growth)."""
     from mlm_tpu.mlm.presets import check_masked_lm_type
-    from mlm_tpu.model_folder.loading import read_model_config, with_overrides
+    from mlm_tpu.model_folder.configs import read_model_config, with_overrides
 
     config = read_model_config(name_or_path, flag)
     check_masked_lm_type(config, f"{flag} {name_or_path}")
@@ -33,7 +33,8 @@ def continued_masked_lm(name_or_path: str, tokenizer, overrides: Optional[str] =
     """The masked LM of `name_or_path` (with --config-overrides that change no weight), its weights loaded, to continue
     training; with `growth` (vocabulary_growth), its vocabulary grown to the tokenizer's, the new rows by `rule`."""
     from mlm_tpu.model_folder import families
-    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head, new_modules
+    from mlm_tpu.model_folder.checkpoint import new_modules
+    from mlm_tpu.model_folder.loading import check_masked_lm_head, load_with_new_head
 
     family = families.of_folder(name_or_path)
     masked_lm_class = family.model_class("masked_lm")

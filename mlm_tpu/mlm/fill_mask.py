@@ -64,7 +64,8 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
     from transformers import pipeline
 
     from mlm_tpu.model_folder import families
-    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_pretrained, longest_input, model_type
+    from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, longest_input, model_type
+    from mlm_tpu.model_folder.loading import load_pretrained
 
     check_ranges(config)
     if model_type(config.model) in T5_MODEL_TYPES:

@@ -6,7 +6,7 @@ from typing import Optional
 
 from mlm_tpu.console import warn
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_config
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, load_config
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX, align_positions_with_pytorch
 from mlm_tpu.tokenizer.word_starts import family_of
 

@@ -23,7 +23,7 @@ from mlm_tpu.mlm.prediction_slots import CROSSING_WORD_SLOTS, MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import encoder_and_head, sparse_outputs
 from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.card import CardWords
-from mlm_tpu.model_folder.loading import read_model_config, with_overrides
+from mlm_tpu.model_folder.configs import read_model_config, with_overrides
 from mlm_tpu.mlm.presets import DEFAULT_PRESET, check_masked_lm_type, config_for
 from mlm_tpu.mlm.shard_kind import MASKED_LM
 from mlm_tpu.shards.format import IGNORE_INDEX

@@ -1,2 +1,2 @@
 """The model folder, both sides of the contract: what a saved folder holds (saving.py) and reading one
-back (loading.py)."""
+back (loading.py: checks.py, configs.py, checkpoint.py)."""

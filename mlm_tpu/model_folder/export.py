@@ -22,7 +22,7 @@ from mlm_tpu.errors import UserError
 from mlm_tpu.jsonfiles import read_json
 from mlm_tpu.model_folder.card import (FACTS_FILE, LOSS_PLOT, CardFacts, DescribesItsModels, recorded_card_facts,
                                       write_model_card)
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.configs import longest_input
 from mlm_tpu.model_folder.pooling import (MEAN_POOLED_FILES, POOLING_FOLDER, name_pytorch_class, pools_mean,
                                           write_pytorch_pooling_files)
 from mlm_tpu.model_folder.pytorch import align_positions_with_pytorch, save_pytorch_weights

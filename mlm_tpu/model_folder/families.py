@@ -5,7 +5,7 @@ a folder and are saved into one, and what it costs per example, so that no stage
 A family answers the questions of `Family`. Hand-written families declare themselves in their own folder (ModernBERT:
 mlm_tpu/modernbert/family.py's FAMILY) and are listed in HAND_WRITTEN; transformers' TensorFlow classes are the
 generic entry (TransformersFamily), which answers for every configuration no hand-written family claims, with what
-loading.py, saving.py, pytorch.py and pooling.py do for them.
+loading.py (configs.py, checkpoint.py), saving.py, pytorch.py and pooling.py do for them.
 """
 
 import os
@@ -97,7 +97,7 @@ class TransformersFamily:
         return getattr(transformers, AUTO_CLASSES[head])
 
     def builds(self, head: str) -> bool:
-        return False  # loading.py's check_model_type asks transformers' Auto classes
+        return False  # checks.py's check_model_type asks transformers' Auto classes
 
     def from_config(self, config, head: str):
         return self.model_class(head).from_config(config)

@@ -13,7 +13,7 @@ from typing import Dict, Optional
 
 from mlm_tpu.model_folder.card import FACTS_FILE, LOSS_PLOT, CardFacts, write_model_card
 from mlm_tpu.model_folder import families
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.configs import longest_input
 from mlm_tpu.output_dir import MODEL_FOLDER, check_output_dir, staged_output_dir, write_json
 
 

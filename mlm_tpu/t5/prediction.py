@@ -70,7 +70,8 @@ def predict_text2text(config: Text2TextPredictionConfig, load=None) -> List[Dict
     """For each input: {"input", "label", "scores": {label: probability}} (classification) or {"input", "output"}.
     `load(name_or_path, model_class)` -> (model, tokenizer) reads the model (default: load_pretrained; an adapter
     folder's plug-in loads its base with the delta, mlm_tpu/delta)."""
-    from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_pretrained, model_type
+    from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, model_type
+    from mlm_tpu.model_folder.loading import load_pretrained
     from mlm_tpu.t5.classification import LabelSet
     from mlm_tpu.t5.family import TFT5FamilyForConditionalGeneration
     from mlm_tpu.model_folder.task_settings import task_settings

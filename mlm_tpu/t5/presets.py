@@ -11,7 +11,7 @@ from typing import Optional
 from transformers import T5Config
 
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES, load_config
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, load_config
 
 # T5 1.1 and mT5: gated-GELU feed-forward, output layer untied from the embeddings (T5X's t5_1_1/*.gin, mt5/*.gin).
 # mT5 has T5 1.1's shapes; only its 250,112-piece vocabulary differs, and every preset takes the tokenizer's.

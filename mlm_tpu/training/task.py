@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
 from mlm_tpu.model_folder.card import CardFacts, CardWords
-from mlm_tpu.model_folder.loading import longest_input
+from mlm_tpu.model_folder.configs import longest_input
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.settings import MaskingSettings
@@ -224,7 +224,7 @@ class Task:
     def check_base(self, base_config, where: str) -> None:
         """Refuse a pretrained model (its config: nothing is loaded yet) this task cannot start from; `where` names
         it ("--model-name-or-path runs/x")."""
-        from mlm_tpu.model_folder.loading import check_model_type
+        from mlm_tpu.model_folder.checks import check_model_type
 
         check_model_type(base_config, self.model_class, where, f"--task {self.name}")
 

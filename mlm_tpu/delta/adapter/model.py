@@ -9,7 +9,7 @@ import numpy as np
 from mlm_tpu.delta.adapter.config import ADAPTER_NAME, KINDS, AdapterSettings, adapter_config
 from mlm_tpu.delta.adapter.layer import AdaptedFeedForward, AdaptedSelfAttention, Bottleneck
 from mlm_tpu.delta.method import DeltaMethod, freeze_base
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 
 class BottleneckAdapters(DeltaMethod):

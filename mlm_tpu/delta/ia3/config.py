@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from mlm_tpu.configuration import comma_separated, setting
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 # PEFT's TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING and ..._FEEDFORWARD_MODULES_MAPPING: the model types IA3
 # takes here (PEFT maps no electra: BERT's, whose layers ELECTRA's are named as)

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 from mlm_tpu.configuration import comma_separated, setting
 from mlm_tpu.model_folder import families
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 # PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: the model types of transformers' classes LoRA takes here
 DEFAULT_TARGETS = {**dict.fromkeys(T5_MODEL_TYPES, ("q", "v")), "roberta": ("query", "value"),

@@ -4,7 +4,7 @@
 from dataclasses import dataclass
 
 from mlm_tpu.configuration import setting
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from mlm_tpu.delta.method import DeltaMethod, freeze_base
 from mlm_tpu.delta.peft_names import task_type
 from mlm_tpu.delta.prompt.config import adapter_config
 from mlm_tpu.delta.prompt.layer import PromptAwareDecoder, PromptedEncoder
-from mlm_tpu.model_folder.loading import T5_MODEL_TYPES
+from mlm_tpu.model_folder.configs import T5_MODEL_TYPES
 
 KEY = "prompt_embeddings"
 
