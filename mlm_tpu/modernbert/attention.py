@@ -18,7 +18,7 @@ functions take the rule as per-token vectors: `key_mask` [batch, length] (the at
 Both loop in TensorFlow (tf.while_loop), never in Python, and every shape follows from the row's, so XLA compiles
 one program per row length. Softmax runs in float32 whatever the compute type, as transformers' eager attention.
 Attention dropout, where configured, drops the same probabilities in the backward pass as in the forward one (a
-stateless draw from one seed per call and the chunk's number).
+stateless draw from a seed per row and the chunk's number).
 """
 
 from typing import Optional
@@ -93,18 +93,17 @@ def neighbours_with_end(values: tf.Tensor, block: int, value=0) -> tf.Tensor:
 
 
 def global_attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, key_mask: tf.Tensor,
-                     document_ids: Optional[tf.Tensor], dropout_rate: float = 0.0, seed: Optional[tf.Tensor] = None,
+                     document_ids: Optional[tf.Tensor], dropout_rate: float = 0.0, seeds: Optional[tf.Tensor] = None,
                      chunk: int = QUERY_CHUNK) -> tf.Tensor:
     """Attention of every query to every allowed key, [batch, length, heads, head_dim], computed and
-    differentiated `chunk` queries at a time (query scaled already). With `dropout_rate` (training), `seed` (int32
-    [2]) seeds the dropped probabilities."""
+    differentiated `chunk` queries at a time (query scaled already). With `dropout_rate` (training), `seeds` (int32
+    [batch, 2], one per row) seed the dropped probabilities."""
     length = tf.shape(query)[1]
     chunk = min(chunk, query.shape[1]) if query.shape[1] else chunk
     key_bias = tf.where(tf.cast(key_mask, tf.bool), 0.0, MASKED)[:, None, None, :]  # [batch, 1, 1, keys]
     chunks = chunked(padded_to(query, chunk), chunk)  # [chunks, batch, chunk, heads, head_dim]
     count = tf.shape(chunks)[0]
     documents = None if document_ids is None else chunked(padded_to(document_ids, chunk, value=-1), chunk)
-    seed = tf.zeros([2], tf.int32) if seed is None else seed
 
     def probabilities_of(index, queries, keys):
         """The chunk's probabilities [batch, heads, chunk, keys] in float32, and after dropout."""
@@ -115,7 +114,9 @@ def global_attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, key_mas
         probabilities = tf.nn.softmax(scores, axis=-1)
         if not dropout_rate:
             return probabilities, probabilities
-        kept = tf.random.stateless_uniform(tf.shape(probabilities), seed + tf.stack([0, index])) >= dropout_rate
+        kept = tf.map_fn(lambda row_seed: tf.random.stateless_uniform(tf.shape(probabilities)[1:],
+                                                                      row_seed + tf.stack([0, index])),
+                         seeds, fn_output_signature=tf.float32) >= dropout_rate
         return probabilities, tf.where(kept, probabilities / (1.0 - dropout_rate), 0.0)
 
     @tf.custom_gradient

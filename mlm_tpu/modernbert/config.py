@@ -163,6 +163,22 @@ def from_dict(values: Dict[str, Any], source: str = "the ModernBERT config") -> 
         raise UserError(f"{source}: {error}") from None
 
 
+def overridden(config: ModernBertConfig, changes: Dict[str, Any], source: str) -> ModernBertConfig:
+    """`config` with `changes` (--config-overrides' names and values), which win over what the config says in
+    either spelling: the rotary bases are given to from_dict as the old keys (global_rope_theta, local_rope_theta),
+    which the changes then replace. `rope_theta` and `rope_parameters` name no one base, so they are refused."""
+    for name in ("rope_theta", "rope_parameters", "rope_scaling"):
+        if name in changes:
+            raise UserError(f"{source}: {name} names no one rotary base; override global_rope_theta (global layers) "
+                            "or local_rope_theta (local layers)")
+    values = config.to_dict()
+    values.pop("rope_parameters")
+    values.update(global_rope_theta=config.global_rope_theta, local_rope_theta=config.local_rope_theta)
+    if "num_hidden_layers" in changes and "layer_types" not in changes:
+        values.pop("layer_types")  # the pattern of the new count: global every third layer
+    return from_dict({**values, **changes}, source=source)
+
+
 def rope_thetas(values: Dict[str, Any], source: str) -> Dict[str, float]:
     """The global and local rotary bases from `rope_parameters` (transformers 5), else the old keys, else the
     defaults; a rotary scaling other than the default is refused (the model computes the default alone)."""
@@ -202,6 +218,13 @@ def validate(config: ModernBertConfig) -> None:
     if config.head_dim % 2:
         raise UserError(f"the head width {config.head_dim} (hidden_size / num_attention_heads) must be even for "
                         "rotary embeddings")
+    if config.local_attention % 2:
+        raise UserError(f"local_attention {config.local_attention} is odd; a local layer sees local_attention / 2 "
+                        f"tokens on each side, so give an even window ({config.local_attention + 1}, say)")
+    if config.local_attention > config.max_position_embeddings:
+        raise UserError(f"local_attention {config.local_attention} is wider than the longest row the model reads "
+                        f"(max_position_embeddings {config.max_position_embeddings}), so its local layers would "
+                        "attend to the whole row; give a window of at most max_position_embeddings")
     if len(config.layer_types) != config.num_hidden_layers:
         raise UserError(f"layer_types names {len(config.layer_types)} layers, but num_hidden_layers is "
                         f"{config.num_hidden_layers}")

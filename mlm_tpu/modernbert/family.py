@@ -79,10 +79,7 @@ class ModernBertFamily:
         changes = parse_overrides(overrides)
         if not changes:
             return config
-        values = config.to_dict()
-        if "num_hidden_layers" in changes and "layer_types" not in changes:
-            values.pop("layer_types")  # the pattern of the new count: global every third layer
-        return configs.from_dict({**values, **changes}, source=f"--config-overrides '{overrides}'")
+        return configs.overridden(config, changes, source=f"--config-overrides '{overrides}'")
 
     def with_settings(self, config, settings: dict):
         """`config` with a head's settings (num_labels, id2label, label2id, problem_type, classifier_pooling)."""

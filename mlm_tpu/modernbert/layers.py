@@ -133,15 +133,19 @@ class ModernBertAttention(keras.layers.Layer):
         else:
             dropping = bool(training and self.dropout_rate)
             output = global_attention(query, key, value, key_mask, document_ids,
-                                      self.dropout_rate if dropping else 0.0, self.dropout_seed() if dropping else None)
+                                      self.dropout_rate if dropping else 0.0,
+                                      self.dropout_seeds(tf.shape(query)[0]) if dropping else None)
         output = tf.reshape(output, [-1, length, self.heads * self.head_dim])
         return self.out_drop(self.Wo(output), training=training)
 
-    def dropout_seed(self) -> tf.Tensor:
-        """A seed [2] for the global layer's dropped probabilities, drawn by the dropout layer's own generator (so
-        seeded runs repeat, and a resumed run draws what the uninterrupted one drew)."""
-        draw = self.attention_drop._random_generator.random_uniform([2], maxval=2.0 ** 30, dtype=tf.float32)
-        return tf.cast(draw, tf.int32)
+    def dropout_seeds(self, rows: tf.Tensor) -> tf.Tensor:
+        """Seeds [rows, 2] for the global layer's dropped probabilities: 62 fair bits per row drawn by the dropout
+        layer's own generator, so each row gets what training/dropout.py keys it by (a resumed run, or one on more
+        workers, drops what the uninterrupted run dropped)."""
+        generator = self.attention_drop._random_generator
+        generator._maybe_init()
+        bits = generator.dropout(tf.ones(tf.stack([rows, 2, 31])), 0.5) > 0
+        return tf.reduce_sum(tf.cast(bits, tf.int32) * tf.constant(2 ** np.arange(31), tf.int32), axis=-1)
 
 
 class ModernBertMLP(keras.layers.Layer):

@@ -1,0 +1,194 @@
+"""ModernBERT at long rows (issue 56): the blocked local and chunked global attention (mlm_tpu/modernbert/attention.py)
+give the dense attention's logits and gradients (1e-5) with padding and packed documents; nothing in a training
+step's graph is [length x length]; a step compiles under XLA at a long row; context extension's overrides
+(max_position_embeddings, global_rope_theta) win over a checkpoint's config in either spelling and are written to the
+saved folder, while shape-changing ones and bad windows are one error line each.
+
+The dense reference lives here, in the test: the attention transformers 5's eager code computes, a [length x length]
+softmax under the masking_utils rule, swapped into the model in place of the blocked and chunked functions.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import MAX_LENGTH, assert_user_error
+from test_modernbert import perturb
+from test_modernbert_training import dynamic_dimensions
+
+# a global layer and two local ones with a window of 16 (8 each side); rows of 700 tokens: two query chunks of 512
+SHAPE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=2,
+             local_attention=16, pad_token_id=0, max_position_embeddings=1024)
+LENGTH = 700
+TOLERANCE = 1e-5
+
+
+def dense_attention(query, key, value, key_mask, document_ids, half_window=None):
+    """Every query against every key, [batch, heads, length, length], masked as transformers 5 masks."""
+    import tensorflow as tf
+
+    length = tf.shape(query)[1]
+    allowed = tf.cast(key_mask, tf.bool)[:, None, None, :]
+    if document_ids is not None:
+        allowed &= tf.equal(document_ids[:, None, :, None], document_ids[:, None, None, :])
+    if half_window is not None:
+        allowed &= (tf.abs(tf.range(length)[:, None] - tf.range(length)[None, :]) <= half_window)[None, None]
+    scores = tf.cast(tf.einsum("bqhd,bkhd->bhqk", query, key), tf.float32)
+    probabilities = tf.nn.softmax(scores + tf.where(allowed, 0.0, -1e9), axis=-1)
+    return tf.einsum("bhqk,bkhd->bqhd", tf.cast(probabilities, value.dtype), value)
+
+
+@pytest.fixture
+def dense_model(monkeypatch):
+    """`dense_model(model_fn)`: what model_fn() returns computed with the dense reference attention."""
+    from mlm_tpu.modernbert import layers
+
+    def run(model_fn):
+        with monkeypatch.context() as patched:
+            patched.setattr(layers, "local_attention",
+                            lambda query, key, value, mask, documents, half, dropout=None:
+                            dense_attention(query, key, value, mask, documents, half))
+            patched.setattr(layers, "global_attention",
+                            lambda query, key, value, mask, documents, *_: dense_attention(query, key, value, mask,
+                                                                                          documents))
+            return model_fn()
+
+    return run
+
+
+def packed_batch():
+    """Two rows of LENGTH: one of three documents (250, 300, 100 tokens) then 50 padding tokens; one document of
+    400 then padding. Labels at a few real tokens of each document."""
+    rng = np.random.default_rng(3)
+    input_ids = rng.integers(3, SHAPE["vocab_size"], (2, LENGTH))
+    attention_mask = np.zeros((2, LENGTH), np.int32)
+    document_ids = np.zeros((2, LENGTH), np.int32)
+    for row, lengths in enumerate(((250, 300, 100), (400,))):
+        ends = np.cumsum(lengths)
+        attention_mask[row, :ends[-1]] = 1
+        document_ids[row] = np.searchsorted(ends, np.arange(LENGTH), side="right")
+        input_ids[row, ends[-1]:] = 0
+    labels = np.full_like(input_ids, -100)
+    labels[:, 5::37] = input_ids[:, 5::37]
+    labels[attention_mask == 0] = -100
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "document_ids": document_ids, "labels": labels}
+
+
+def test_blocked_and_chunked_attention_give_the_dense_logits_and_gradients_with_padding_and_packing(dense_model):
+    """The same weights, the same packed and padded rows: logits at real tokens and every weight's gradient of the
+    loss within 1e-5 of the dense attention's (two query chunks of the global layer, 44 blocks of each local one).
+    The dense reference is not the model's own code: with the documents' ids dropped it differs (so would a wrong
+    mask)."""
+    import tensorflow as tf
+
+    from mlm_tpu.modernbert.config import ModernBertConfig
+    from mlm_tpu.modernbert.model import build
+
+    model = build(ModernBertConfig(**SHAPE))
+    perturb(model, 5)  # weights far from their small initial draws, so that context changes the logits
+    batch = {name: tf.constant(values) for name, values in packed_batch().items()}
+    real = batch["attention_mask"].numpy().astype(bool)
+
+    def logits_and_gradients():
+        with tf.GradientTape() as tape:
+            outputs = model(batch, training=True)
+        return outputs.logits.numpy(), tape.gradient(outputs.loss, model.trainable_variables)
+
+    logits, gradients = logits_and_gradients()
+    dense_logits, dense_gradients = dense_model(logits_and_gradients)
+    assert np.abs(logits - dense_logits)[real].max() < TOLERANCE
+    for gradient, dense_gradient in zip(gradients, dense_gradients):
+        gradient, dense_gradient = tf.convert_to_tensor(gradient).numpy(), tf.convert_to_tensor(dense_gradient).numpy()
+        assert np.abs(gradient - dense_gradient).max() < TOLERANCE * max(1.0, np.abs(dense_gradient).max())
+    crossing = model({name: batch[name] for name in ("input_ids", "attention_mask")}).logits.numpy()
+    assert np.abs(crossing - dense_logits)[real].max() > 1e-3
+
+
+def square_shapes(graph, length: int) -> list:
+    """The ops of `graph` (and of its functions: loops, gradients) with an output of two dimensions >= length."""
+    found = []
+    graphs = [graph, *(function.graph for function in graph._functions.values() if hasattr(function, "graph"))]
+    for each in graphs:
+        for operation in each.get_operations():
+            for output in operation.outputs:
+                dimensions = [size for size in (output.shape.as_list() if output.shape.rank else [])
+                              if size is not None and size >= length]
+                if len(dimensions) >= 2:
+                    found.append(f"{operation.type} {operation.name} {output.shape}")
+    return found
+
+
+def test_a_training_step_at_8192_tokens_holds_no_square_tensor_and_compiles_under_xla():
+    """The whole step (forward, loss, gradients) of a packed 8,192-token row: no op of its graph, nor of the loops'
+    and the custom gradient's, has two dimensions of the row's length; and XLA compiles it with static shapes
+    (its HLO has no dynamic dimension) and runs it to finite gradients."""
+    import tensorflow as tf
+
+    from mlm_tpu.modernbert.config import ModernBertConfig
+    from mlm_tpu.modernbert.model import build
+
+    length = 8192
+    model = build(ModernBertConfig(**{**SHAPE, "max_position_embeddings": length}))
+    rng = np.random.default_rng(0)
+    input_ids = rng.integers(3, SHAPE["vocab_size"], (1, length))
+    batch = {"input_ids": tf.constant(input_ids), "attention_mask": tf.ones([1, length], tf.int32),
+             "document_ids": tf.constant((np.arange(length) >= 5000).astype(np.int32)[None]),
+             "masked_positions": tf.constant([[3, 4000, 6000, 8000]]),
+             "labels": tf.constant(input_ids[:, [3, 4000, 6000, 8000]])}
+
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = model(batch, training=True).loss
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    graph = tf.function(step).get_concrete_function(batch).graph
+    assert square_shapes(graph, length) == []
+    assert square_shapes(tf.function(lambda batch: model(batch).logits).get_concrete_function(
+        {name: batch[name] for name in ("input_ids", "attention_mask")}).graph, length) == []
+    compiled = tf.function(step, jit_compile=True)
+    assert dynamic_dimensions(compiled.experimental_get_compiler_ir(batch)(stage="hlo")) == []
+    loss, gradients = compiled(batch)
+    assert np.isfinite(loss.numpy()) and all(np.isfinite(gradient.numpy()).all() for gradient in gradients)
+
+
+def test_context_extension_overrides_win_over_a_checkpoints_config_and_are_saved(in_process, shards,
+                                                                                 wikitext_tokenizer, tmp_path):
+    """A ModernBERT folder in transformers 5's spelling (rope_parameters) that reads 32 positions with a global
+    rotary base of 10,000: 64-token shards are refused without an override, naming the flag; continued with
+    max_position_embeddings=8192,global_rope_theta=160000, its saved config says both (the base's spelling used to
+    win over the override, silently)."""
+    from test_model_families import small_modernbert_folder
+
+    base = small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0], max_position_embeddings=32,
+                                   local_attention=16, global_rope_theta=10_000.0)
+    assert json.loads((base / "config.json").read_text())["rope_parameters"]["full_attention"]["rope_theta"] == 10_000
+    flags = ("train", "--model-name-or-path", base, "--train-dataset", shards / "train", "--max-steps", 1,
+             "--per-replica-batch-size", 2, "--output-dir", tmp_path / "extended")
+    assert_user_error(in_process(*flags), f"holds {MAX_LENGTH}-token examples", "(32 tokens)")
+    assert not (tmp_path / "extended").exists()
+    result = in_process(*flags, "--config-overrides", "max_position_embeddings=8192,global_rope_theta=160000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = json.loads((tmp_path / "extended" / "config.json").read_text())
+    assert saved["max_position_embeddings"] == 8192
+    assert saved["rope_parameters"] == {"full_attention": {"rope_theta": 160_000.0, "rope_type": "default"},
+                                        "sliding_attention": {"rope_theta": 10_000.0, "rope_type": "default"}}
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ("hidden_size=64", ("has shape", "the weights and the config do not belong together")),
+    ("local_attention=15", ("local_attention 15 is odd", "give an even window")),
+    ("local_attention=1024", ("local_attention 1024 is wider than the longest row the model reads",
+                              "max_position_embeddings 128")),
+    ("rope_theta=160000", ("rope_theta names no one rotary base", "global_rope_theta")),
+])
+def test_overrides_that_change_a_shape_or_give_a_bad_window_are_one_error_line(in_process, shards, wikitext_tokenizer,
+                                                                              tmp_path, overrides, words):
+    from test_model_families import small_modernbert_folder
+
+    base = small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0], max_position_embeddings=128,
+                                   local_attention=16)
+    result = in_process("train", "--model-name-or-path", base, "--train-dataset", shards / "train",
+                        "--max-steps", 1, "--config-overrides", overrides, "--output-dir", tmp_path / "out")
+    assert_user_error(result, *words)
+    assert not (tmp_path / "out").exists()
