@@ -97,7 +97,7 @@ def load_state_dict(model, state: Mapping[str, np.ndarray], source: str) -> Dict
 
 def read_safetensors(folder: str) -> Dict[str, np.ndarray]:
     """The weights of a folder: model.safetensors, or the shards its index names; bfloat16 read as float32."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     index_path = os.path.join(folder, WEIGHTS_INDEX_NAME)
     if os.path.isfile(index_path):
@@ -109,9 +109,13 @@ def read_safetensors(folder: str) -> Dict[str, np.ndarray]:
         raise UserError(f"{folder}: no {WEIGHTS_NAME} (a ModernBERT folder as transformers 5 saves it holds one)")
     state = {}
     for filename in files:
-        with safe_open(os.path.join(folder, filename), framework="tf") as file:
-            for name in file.keys():
-                state[name] = file.get_tensor(name).numpy().astype(np.float32)
+        try:
+            with safe_open(os.path.join(folder, filename), framework="tf") as file:
+                for name in file.keys():
+                    state[name] = file.get_tensor(name).numpy().astype(np.float32)
+        except (SafetensorError, OSError) as error:  # cut short by a copy or a full disk, or not safetensors
+            raise UserError(f"{folder}: its {filename} is not a readable safetensors file ({error}; it may have been "
+                            "cut short); copy the folder again") from None
     return state
 
 
