@@ -62,7 +62,8 @@ MODEL_FOLDER = Layout(("config.json", "generation_config.json", "tf_model*.h5", 
                        "mlm_tpu_delta.json",
                        # a mean-pooled classifier's PyTorch class and sentence-transformers' files
                        # (mlm_tpu/model_folder/pooling.py), with its 1_Pooling/
-                       "modeling_mean_pooling.py", "modules.json", "sentence_bert_config.json"),
+                       "modeling_mean_pooling.py", "modules.json", "sentence_bert_config.json",
+                       "config_sentence_transformers.json"),  # an embedding model's (mlm_tpu/embedding)
                       ("backup", "logs", "generator", "1_Pooling"))  # generator/: an ELECTRA run's generator
 # Earlier versions wrote no record: a folder without one that holds the marker was made by them, and its
 # entries of the layout count as mlm_tpu's (a README.md only if it is one of mlm_tpu's cards).

@@ -38,6 +38,7 @@ LAYERS: Tuple[Dict[str, Tuple[str, ...]], ...] = (
     {"training": ("mlm_tpu.training",)},
     {"masked LM": ("mlm_tpu.mlm",), "T5": ("mlm_tpu.t5",)},
     {"ELECTRA": ("mlm_tpu.electra",), "encoder": ("mlm_tpu.encoder",)},
+    {"sentence embedding": ("mlm_tpu.embedding",)},  # an encoder pooled into vectors, on the encoder line's helpers
     {"delta-tuning": ("mlm_tpu.delta",)},
     {"registry": ("mlm_tpu.tasks",)},
     {"downstream": ("mlm_tpu.downstream",)},

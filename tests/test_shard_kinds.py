@@ -79,7 +79,8 @@ def config(**settings) -> ShardingConfig:
 @pytest.mark.parametrize("settings, message", [
     ({"task": "mlm", "pair_column": "second"}, "--pair-column is for --task sequence-classification, not mlm"),
     ({"task": "mlm", "target_column": "label"},
-     "--target-column is for --task text2text, sequence-classification or token-classification, not mlm"),
+     "--target-column is for --task text2text, sequence-classification, token-classification or sentence-embedding, "
+     "not mlm"),
     ({"task": "classification", "input_columns": ("q",), "target_column": "a", "noise_density": 0.3},
      "--noise-density is for --task span-corruption, not text2text"),
     ({"task": "token-classification", "input_columns": ("words",), "target_column": "tags",
@@ -87,7 +88,9 @@ def config(**settings) -> ShardingConfig:
     ({"task": "sequence-classification", "input_columns": ("text",), "target_column": "label",
       "source_prefix": "quality:"}, "--source-prefix is for --task text2text, not sequence-classification"),
     ({"task": "multiple choice"}, "--task must be one of mlm, text2text, span-corruption, sequence-classification, "
-                                  "token-classification, not 'multiple choice'"),
+                                  "token-classification, sentence-embedding, not 'multiple choice'"),
+    ({"task": "sentence-embedding", "input_columns": ("query",), "target_column": "positive", "pair_column": "x"},
+     "--pair-column is for --task sequence-classification, not sentence-embedding"),
 ])
 def test_a_flag_only_other_kinds_take_is_refused_by_one_check_that_names_them(settings, message):
     with pytest.raises(UserError, match=f"^{message}"):
@@ -107,7 +110,7 @@ def test_every_task_and_every_shard_command_choice_has_a_kind():
     kinds = shard_kinds()
     assert [kinds.of(argparse.Namespace(task=choice)).name for choice in choices] == [
         "mlm", "text2text", "text2text", "text2text", "span-corruption", "sequence-classification",
-        "token-classification"]
+        "token-classification", "sentence-embedding"]
     assert {make_task(name).shard_kind for name in TASKS} == set(SHARD_KINDS) == set(kinds.kinds)
 
 

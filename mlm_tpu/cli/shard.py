@@ -24,14 +24,16 @@ def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = Fals
     FLAGS.add(parser, "--tokenizer", "--tokenizer-name-or-path", required=True,
               help="Tokenizer folder, local or gs:// (from `python -m mlm_tpu.tokenizer train`), or Hub name.")
     FLAGS.add(parser, "--task", choices=("mlm", "text2text", "classification", "generation", "span-corruption",
-                                         "sequence-classification", "token-classification"),
+                                         "sequence-classification", "token-classification", "sentence-embedding"),
               help="mlm: pack documents into fixed-length examples for masked-LM pretraining (default). text2text "
                    "(or the trainer's words for it, classification and generation): one input/target example per row, "
                    "for T5 (needs --input-column and --target-column). span-corruption: pack documents, without "
                    "special tokens, into raw rows that T5 pretraining corrupts into inputs of --max-length tokens "
                    "(a T5 tokenizer). sequence-classification: one text (or pair) and its label per row, for "
                    "encoders (--input-column, --target-column, maybe --pair-column). token-classification: one row of "
-                   "words and a tag per word (--input-column words, --target-column tags).")
+                   "words and a tag per word (--input-column words, --target-column tags). sentence-embedding: a "
+                   "query, its positive and maybe hard negatives per row, for contrastive fine-tuning (--input-column "
+                   "query, --target-column positive, maybe --negative-columns).")
     add_corpus_flags(FLAGS, parser)
     text2text = parser.add_argument_group("text2text (T5) and labelled (encoder) examples")
     FLAGS.add(text2text, "--input-column", action="append", metavar="COLUMN", field="input_columns",
@@ -58,6 +60,11 @@ def build_parser(prog: str = "python -m mlm_tpu.shard", with_runner: bool = Fals
     FLAGS.add(labelled, "--problem-type", choices=("single_label_classification", "regression"),
               help="sequence-classification: classes, or regression (the labels are scores, as STS-B's). Default: "
                    "regression when every label is a number and some are not whole.")
+    pairs = parser.add_argument_group(
+        "sentence-embedding (contrastive) rows", "--input-column names the query, --target-column its positive.")
+    FLAGS.add(pairs, "--negative-columns", nargs="+", metavar="COLUMN",
+              help="sentence-embedding: the columns of each query's hard negatives (every row needs them all); the "
+                   "rest of the global batch are negatives too. Default: none, in-batch negatives only.")
     spans = parser.add_argument_group("span-corruption (T5 pretraining) rows")
     FLAGS.add(spans, "--noise-density", type=float,
               help="Share of each raw row's tokens that become noise (default: 0.15, T5's).")

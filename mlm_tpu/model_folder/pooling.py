@@ -154,29 +154,58 @@ def modeling_text(architecture: str) -> str:
     return MODELING_TEXT.format(architecture=architecture, pytorch_class=pytorch_class_name(architecture))
 
 
-def sentence_transformers_files(config, max_length: Optional[int]) -> Dict[str, dict]:
-    """sentence-transformers' files (path in the folder -> JSON): its encoder (the folder itself) then mean pooling."""
+POOLING_MODES = {CLS: "cls_token", MEAN: "mean_tokens"}  # sentence-transformers' Pooling modes of our poolings
+SIMILARITY_FILE = "config_sentence_transformers.json"  # an embedding model's: its similarity function
+
+
+def sentence_transformers_files(config, max_length: Optional[int], pooling: str = MEAN,
+                                similarity: Optional[str] = None) -> Dict[str, dict]:
+    """sentence-transformers' files (path in the folder -> JSON): its encoder (the folder itself) then `pooling`;
+    with `similarity` (an embedding model's: "cosine"), the file that names its similarity function."""
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": POOLING_FOLDER, "type": "sentence_transformers.models.Pooling"}]
     modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
-    pooling = {"word_embedding_dimension": config.hidden_size,
-               **{f"pooling_mode_{mode}": mode == "mean_tokens" for mode in modes}, "include_prompt": True}
-    return {"modules.json": modules, "sentence_bert_config.json": {"max_seq_length": max_length,
-                                                                   "do_lower_case": False},
-            f"{POOLING_FOLDER}/config.json": pooling}
+    pooled = {"word_embedding_dimension": config.hidden_size,
+              **{f"pooling_mode_{mode}": mode == POOLING_MODES[pooling] for mode in modes}, "include_prompt": True}
+    files = {"modules.json": modules, "sentence_bert_config.json": {"max_seq_length": max_length,
+                                                                    "do_lower_case": False},
+             f"{POOLING_FOLDER}/config.json": pooled}
+    if similarity:
+        files[SIMILARITY_FILE] = {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": similarity}
+    return files
+
+
+def saved_pooling(folder: str) -> Optional[str]:
+    """The pooling a sentence-transformers folder's 1_Pooling/config.json says (cls or mean), None without one; a
+    mode mlm_tpu does not compute is None too."""
+    from mlm_tpu.jsonfiles import read_json
+
+    path = os.path.join(folder, POOLING_FOLDER, "config.json")
+    if not os.path.isfile(path):
+        return None
+    modes = read_json(path, f"{folder}'s pooling", "save the model again")
+    return next((pooling for pooling, mode in POOLING_MODES.items() if modes.get(f"pooling_mode_{mode}")), None)
+
+
+def write_sentence_transformers_files(folder: str, config, max_length: Optional[int], pooling: str = MEAN,
+                                      similarity: Optional[str] = None) -> list:
+    """sentence-transformers' files, written into `folder` (a staging folder); returns their paths in it."""
+    from mlm_tpu.output_dir import write_json
+
+    files = sentence_transformers_files(config, max_length, pooling, similarity)
+    os.makedirs(os.path.join(folder, POOLING_FOLDER), exist_ok=True)
+    for name, payload in files.items():
+        write_json(os.path.join(folder, name), payload)
+    return list(files)
 
 
 def write_pytorch_pooling_files(folder: str, config, architecture: str, max_length: Optional[int]) -> list:
     """Into `folder` (a staging folder), for a mean-pooled classifier: the modeling file and sentence-transformers'
     files (`max_length`: the tokens it reads, those it was trained on where known); returns their paths in the folder (none for any other model)."""
-    from mlm_tpu.output_dir import write_file, write_json
+    from mlm_tpu.output_dir import write_file
 
     if not pools_mean(config, architecture):
         return []
     architecture = architecture.removeprefix("TF")
     write_file(os.path.join(folder, MODELING_FILE), modeling_text(architecture).encode())
-    files = sentence_transformers_files(config, max_length)
-    os.makedirs(os.path.join(folder, POOLING_FOLDER), exist_ok=True)
-    for name, payload in files.items():
-        write_json(os.path.join(folder, name), payload)
-    return [MODELING_FILE, *files]
+    return [MODELING_FILE, *write_sentence_transformers_files(folder, config, max_length)]

@@ -24,6 +24,7 @@ class ShardingConfig:
     target_column: Optional[str] = None  # text2text: the column holding the target
     source_prefix: str = ""  # text2text: task prefix put before every input
     pair_column: Optional[str] = None  # sequence-classification: the column of each text's pair (None: single texts)
+    negative_columns: Tuple[str, ...] = ()  # sentence-embedding: the columns of each query's hard negatives
     labels: Tuple[str, ...] = ()  # sequence/token-classification: the label names, in order (): found in the split
     # sequence-classification: single_label_classification | regression (None: found by the first pass)
     problem_type: Optional[str] = None
