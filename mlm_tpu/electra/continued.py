@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from mlm_tpu.console import log
+from mlm_tpu.electra.deberta import MODEL_TYPE as DEBERTA_TYPE
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.continued import FLAG, continued_config
 from mlm_tpu.model_folder.loading import GENERATOR_FOLDER
@@ -24,11 +25,20 @@ PUBLISHED_PAIR = "google/electra-small-discriminator with --generator-name-or-pa
 
 
 def check_discriminator(base_config, where: str) -> None:
-    """--model-name-or-path must be an ELECTRA discriminator (its config; nothing is loaded yet)."""
+    """--model-name-or-path must be an ELECTRA discriminator or a DeBERTa-v2/v3 encoder (its config; nothing is
+    loaded yet). DeBERTa v1 (model type `deberta`) is refused: its absolute positions and attention are another
+    model than the v2 classes DeBERTa-v3's checkpoints and this task build."""
+    if base_config.model_type == "deberta":
+        raise UserError(f"{where} is a DeBERTa v1 model (model type deberta); --task electra continues DeBERTa-v3 "
+                        "and v2 encoders (model type deberta-v2, e.g. microsoft/deberta-v3-base) or ELECTRA: continue "
+                        "a v1 model with --task mlm")
+    if base_config.model_type == DEBERTA_TYPE:
+        return
     if base_config.model_type != "electra":
-        raise UserError(f"--task electra continues an ELECTRA discriminator and its generator; {where} is a "
-                        f"{base_config.model_type} model: continue it with --task mlm, or give an ELECTRA "
-                        f"discriminator (a folder --task electra saved, or {PUBLISHED_PAIR})")
+        raise UserError(f"--task electra continues an ELECTRA discriminator and its generator, or a DeBERTa-v2/v3 "
+                        f"encoder; {where} is a {base_config.model_type} model: continue it with --task mlm, or give "
+                        f"an ELECTRA discriminator (a folder --task electra saved, or {PUBLISHED_PAIR}) or a "
+                        "DeBERTa-v3 one")
     if (base_config.architectures or [None])[0] == GENERATOR_ARCHITECTURE:
         raise UserError(f"{where} is an ELECTRA generator ({GENERATOR_ARCHITECTURE}); give the discriminator trained "
                         f"beside it with --model-name-or-path and this generator with {GENERATOR_FLAG} (or continue "
@@ -87,14 +97,16 @@ def embeddings_difference(generator, discriminator) -> float:
     return max(float(np.max(np.abs(own[name] - shared[name]))) for name in shared)
 
 
-def continued_pretrainer(config, tokenizer, discriminator_weight: float, growth: Optional[Growth] = None):
+def continued_pretrainer(config, tokenizer, discriminator_weight: float, growth: Optional[Growth] = None,
+                         sharing: str = "shared"):
     """The ElectraPretrainer of --model-name-or-path's discriminator and its generator, weights loaded, embeddings
-    tied (the discriminator's kept); with `growth` (vocabulary_growth), both grown to the extended tokenizer by
+    tied (the discriminator's kept) unless `sharing` is none; with `growth` (vocabulary_growth), both grown to the extended tokenizer by
     --new-embeddings, each from its own rows (the generator's output bias by its own; its embeddings are then the
     discriminator's)."""
     from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
 
-    from mlm_tpu.electra.model import ElectraPretrainer, tie_embeddings
+    from mlm_tpu.electra.model import ElectraPretrainer
+    from mlm_tpu.electra.sharing import start_from_tables
     from mlm_tpu.model_folder.loading import load_with_new_head
 
     name = config.model_name_or_path
@@ -111,16 +123,18 @@ def continued_pretrainer(config, tokenizer, discriminator_weight: float, growth:
     if growth:
         discriminator = grown(discriminator, name, growth, config.new_embeddings, config.seed, "the discriminator's")
         generator = grown(generator, generator_name, growth, config.new_embeddings, config.seed, "the generator's")
-    model = ElectraPretrainer(generator, discriminator, discriminator_weight)
+    model = ElectraPretrainer(generator, discriminator, discriminator_weight, sharing)
     model.build_in_name_scope()
     difference = embeddings_difference(generator, discriminator)
-    tie_embeddings(generator, discriminator)
+    start_from_tables(sharing, generator, discriminator)
     head = (f"a new replaced-token head ({', '.join(sorted({weight.rsplit('.', 1)[0] for weight in new_weights}))})"
             if new_weights else "its replaced-token head")
     embeddings = ("its own were the same" if difference <= SAME_EMBEDDINGS else
                   f"its own, replaced, differed by up to {difference:.3g}")
+    reads = (f"the generator reads the discriminator's embeddings ({embeddings})" if sharing == "shared" else
+             f"each keeps its own embeddings (they differ by up to {difference:.3g})")
     log(f"ELECTRA: continuing the discriminator of {name} ({discriminator_config.num_hidden_layers} layers of width "
         f"{discriminator_config.hidden_size}, {head}) and the generator of {generator_name} (width "
-        f"{generator_config.hidden_size}); the generator reads the discriminator's embeddings ({embeddings}); loss = "
-        f"generator loss + {discriminator_weight:g} x discriminator loss")
+        f"{generator_config.hidden_size}); {reads}; loss = generator loss + {discriminator_weight:g} x discriminator "
+        "loss")
     return model

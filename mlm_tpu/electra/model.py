@@ -3,12 +3,14 @@ Rather Than Generators"): a small masked LM, the generator, fills the masked pos
 softmax; the discriminator reads the result and tells, for every token, whether it was replaced.
 
 The generator is transformers' TFElectraForMaskedLM and the discriminator its TFElectraForPreTraining, so each
-saves as the 🤗 folder of its class. They share their embeddings as google-research/electra does: one embeddings
-layer (token, position and type embeddings and their LayerNorm) that both read, whose token table is also the
-generator's output layer; each projects it to its own width. The loss is the generator's masked-LM loss (the mean
+saves as the 🤗 folder of its class; or, for DeBERTa-v3 (deberta.py), a TFDebertaV2ForMaskedLM and a DeBERTa-v2
+encoder with DeBERTa's replaced-token head. By default ELECTRA's share their embeddings as google-research/electra
+does: one embeddings layer (token, position and type embeddings and their LayerNorm) that both read, whose token
+table is also the generator's output layer; each projects it to its own width. DeBERTa-v3's share them by GDES;
+sharing.py has the three ways (--embedding-sharing). The loss is the generator's masked-LM loss (the mean
 over the masked tokens) plus `discriminator_weight` (λ, 50 in the paper) times the discriminator's binary
 cross-entropy (the mean over every real, non-padding token). The sampling takes no gradient: the discriminator's loss
-reaches the generator only through the shared embeddings.
+reaches the generator only through shared embeddings (never under GDES).
 
 The replacement at each masked position is drawn by inverse transform sampling from the generator's softmax with a
 uniform draw that the batch brings (`replacement_draws`, made in tf.data with the masks: replacements.py), so it is a
@@ -30,6 +32,7 @@ from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
 from transformers.utils import ModelOutput
 
 from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, sample_from_draws
+from mlm_tpu.electra.sharing import discriminator_inputs, start_from_scratch
 from mlm_tpu.mlm.prediction_slots import MASKED_POSITIONS
 from mlm_tpu.mlm.sparse_head import logits_at
 from mlm_tpu.shards.format import IGNORE_INDEX
@@ -47,15 +50,6 @@ class ElectraPretrainingOutput(ModelOutput):
     generator_logits: Optional[tf.Tensor] = None  # [batch, length or slots, vocabulary], lined up with the labels
     discriminator_input_ids: Optional[tf.Tensor] = None  # the originals, with the generator's samples where masked
     replaced: Optional[tf.Tensor] = None  # [batch, length] bool: where a sample differs from the original
-
-
-def tie_embeddings(generator: TFElectraForMaskedLM, discriminator: TFElectraForPreTraining) -> None:
-    """Make the generator read (and predict through) the discriminator's embeddings layer: one set of variables,
-    saved into both folders. Both must be built (a built Electra main layer would build a shared layer again, making
-    new variables)."""
-    shared = discriminator.electra.embeddings
-    generator.electra.embeddings = shared
-    generator.generator_lm_head.input_embeddings = shared
 
 
 def generator_logits(generator: TFElectraForMaskedLM, input_ids, attention_mask, positions: Optional[tf.Tensor],
@@ -91,28 +85,34 @@ def discriminator_token_losses(replaced: tf.Tensor, logits: tf.Tensor, attention
 
 
 class ElectraPretrainer(keras.Model):
-    """The generator and the discriminator as one Keras model, called on a masked batch (`input_ids`,
+    """The generator and the discriminator (ELECTRA's or DeBERTa-v3's) as one Keras model, called on a masked batch (`input_ids`,
     `attention_mask`, `labels`, `replacement_draws`, the sparse head's `masked_lm_positions`: `on_batch`). `config`
     is the discriminator's, the model the output folder holds; `generator` and `discriminator` are saved as 🤗
     folders of their own."""
 
-    def __init__(self, generator: TFElectraForMaskedLM, discriminator: TFElectraForPreTraining,
-                 discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT):
+    def __init__(self, generator, discriminator, discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT,
+                 sharing: str = "shared"):
         super().__init__(name="electra_pretrainer")
         self.generator = generator
         self.discriminator = discriminator
         self.discriminator_weight = discriminator_weight
+        self.sharing = sharing  # --embedding-sharing (sharing.py)
         self.config = discriminator.config
 
     @classmethod
     def from_configs(cls, generator_config, discriminator_config,
-                     discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT) -> "ElectraPretrainer":
-        """Both models new, built, their embeddings tied."""
-        generator = TFElectraForMaskedLM(generator_config)
-        discriminator = TFElectraForPreTraining(discriminator_config)
-        model = cls(generator, discriminator, discriminator_weight)
+                     discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT,
+                     sharing: str = "shared") -> "ElectraPretrainer":
+        """ELECTRA's two models new, built, their embeddings shared by `sharing`."""
+        return cls.from_models(TFElectraForMaskedLM(generator_config), TFElectraForPreTraining(discriminator_config),
+                               discriminator_weight, sharing)
+
+    @classmethod
+    def from_models(cls, generator, discriminator, discriminator_weight: float, sharing: str) -> "ElectraPretrainer":
+        """Two new models (ELECTRA's or DeBERTa-v3's) built, their embeddings shared by `sharing` from the start."""
+        model = cls(generator, discriminator, discriminator_weight, sharing)
         model.build_in_name_scope()
-        tie_embeddings(generator, discriminator)
+        start_from_scratch(sharing, generator, discriminator)
         return model
 
     def build_in_name_scope(self) -> None:
@@ -149,8 +149,9 @@ class ElectraPretrainer(keras.Model):
         originals = tf.where(masked, targets, input_ids)
         discriminator_input = tf.where(masked, sampled, originals)
         replaced = tf.not_equal(discriminator_input, originals)  # a sample of the original token is no replacement
-        logits = self.discriminator(input_ids=discriminator_input, attention_mask=attention_mask,
-                                    training=training).logits
+        logits = self.discriminator(**discriminator_inputs(self.sharing, self.generator, self.discriminator,
+                                                           discriminator_input),
+                                    attention_mask=attention_mask, training=training).logits
         masked_count = tf.reduce_sum(tf.cast(scored, tf.float32))
         real_count = tf.reduce_sum(tf.cast(attention_mask, tf.float32))
         generator_loss = tf.reduce_sum(generator_token_losses(labels, logits_of_generator)) / tf.maximum(masked_count,

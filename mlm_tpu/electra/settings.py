@@ -1,10 +1,12 @@
 """The settings of `--task electra`: the masked LM's (its generator masks and predicts as the masked LM does), the
-generator's size and the discriminator's weight in the loss, and the generator a continued run starts from."""
+generator's size and the discriminator's weight in the loss, how the two share their embeddings, and the generator a
+continued run starts from."""
 
 from dataclasses import dataclass
 from typing import Optional
 
 from mlm_tpu.configuration import setting
+from mlm_tpu.electra.sharing import SHARINGS
 from mlm_tpu.mlm.settings import MaskedLmSettings
 from mlm_tpu.training.vocabulary_growth import NewEmbeddingsSettings
 
@@ -27,6 +29,14 @@ class ElectraSettings(MaskedLmSettings, NewEmbeddingsSettings):
         None, group="task", metavar="PATH",
         help="--task electra with --model-name-or-path (a discriminator given apart from its generator, as "
              "google/electra-small-discriminator and google/electra-small-generator are published): the generator "
-             "to continue beside it, an ElectraForMaskedLM folder or Hub name of the same vocabulary (default: the "
-             "generator/ folder inside --model-name-or-path, as --task electra saves it). The generator then reads "
-             "the discriminator's embeddings.")
+             "to continue beside it, an ElectraForMaskedLM (or, for DeBERTa-v3, DebertaV2ForMaskedLM) folder or Hub "
+             "name of the same vocabulary (default: the generator/ folder inside --model-name-or-path, as --task "
+             "electra saves it; for DeBERTa-v3 without one, a new generator of half the discriminator's depth). The "
+             "generator then shares the discriminator's embeddings (--embedding-sharing).")
+    embedding_sharing: Optional[str] = setting(  # sharing.py (None: the family's, as its paper has it)
+        None, group="task", choices=SHARINGS,
+        help="--task electra: how the generator and the discriminator share their embeddings. gdes: DeBERTa-v3's "
+             "gradient-disentangled sharing, the discriminator reads the generator's token embeddings with their "
+             "gradient stopped plus a difference of its own that starts at zero, and saves their sum; shared: "
+             "ELECTRA's, one embeddings layer both models train; none: each its own (default: gdes for DeBERTa-v3, "
+             "shared for ELECTRA; gdes is DeBERTa-v3's only).")

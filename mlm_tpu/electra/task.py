@@ -16,19 +16,22 @@ LM validates); the output folder holds the discriminator of the last epoch, its 
 from typing import Optional
 
 import tensorflow as tf
-from transformers import TFElectraForMaskedLM
 
 from mlm_tpu.console import log
 from mlm_tpu.electra.continued import GENERATOR_FLAG, check_discriminator, continued_pretrainer
+from mlm_tpu.electra.deberta_continued import continued_deberta_pretrainer
 from mlm_tpu.electra.folders import GENERATOR_FOLDER, load_electra_folders, save_electra_folders
 from mlm_tpu.electra.model import DEFAULT_DISCRIMINATOR_WEIGHT, ElectraPretrainer
-from mlm_tpu.electra.presets import DEFAULT_PRESET, discriminator_config, generator_config, generator_size_ratio
+from mlm_tpu.electra.pairs import DEBERTA, check_sharing, family_of_model_config, new_models, sharing_of
+from mlm_tpu.electra.presets import DEFAULT_PRESET
+from mlm_tpu.electra.sharing import SHARING_WORDS
 from mlm_tpu.electra.replacements import REPLACEMENT_DRAWS, with_replacement_draws
 from mlm_tpu.electra.validation import SCORE_NAMES, ReplacedTokenValidation
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.masking import ELECTRA_MASKING
 from mlm_tpu.mlm.task import MaskedLmTask
 from mlm_tpu.model_folder.card import CardFacts, CardWords
+from mlm_tpu.model_folder.configs import read_model_config
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.shards.reading import ShardSet
 from mlm_tpu.training.flops import ExampleCost, electra_cost
@@ -48,8 +51,10 @@ class ElectraTask(MaskedLmTask):
         self.discriminator_weight = DEFAULT_DISCRIMINATOR_WEIGHT
         self.inspected_model: Optional[ElectraPretrainer] = None
         self.continued_from: Optional[str] = None  # --model-name-or-path, which the cards name
+        self.sharing_given: Optional[str] = None  # --embedding-sharing (None: the family's)
 
     def check(self, config) -> None:
+        self.sharing_given = config.embedding_sharing
         if config.delta:
             raise UserError(f"--delta {config.delta} tunes a pretrained model; --task electra pretrains (or continues) "
                             "both of its models whole: drop --delta (the discriminator it saves can be tuned "
@@ -60,10 +65,17 @@ class ElectraTask(MaskedLmTask):
         if config.model_name_or_path and config.generator_size_ratio:
             raise UserError(f"--generator-size-ratio shapes a generator trained from scratch; --model-name-or-path "
                             f"{config.model_name_or_path} continues one of its own width: drop --generator-size-ratio")
+        if not config.model_name_or_path:
+            family = family_of_model_config(config.model_config or DEFAULT_PRESET)
+            check_sharing(family, config.embedding_sharing)
+            if family == DEBERTA and config.generator_size_ratio:
+                raise UserError("--generator-size-ratio shapes ELECTRA's narrower generator; DeBERTa-v3's is the "
+                                "discriminator's width and half its depth (rtd_*.json): drop --generator-size-ratio")
         super().check(config)
 
     def check_base(self, base_config, where: str) -> None:
         check_discriminator(base_config, where)
+        check_sharing(base_config.model_type, self.sharing_given)
 
     def prepare(self, config, tokenizer, train: ShardSet, evaluation: Optional[ShardSet]) -> None:
         super().prepare(config, tokenizer, train, evaluation)
@@ -76,16 +88,21 @@ class ElectraTask(MaskedLmTask):
     def build_model(self, config, tokenizer, train: ShardSet):
         self.continued_from = config.model_name_or_path
         if config.model_name_or_path:
-            return continued_pretrainer(config, tokenizer, self.discriminator_weight, self.growth)
+            family = read_model_config(config.model_name_or_path, "--model-name-or-path").model_type
+            sharing = sharing_of(family, config.embedding_sharing)
+            if family != DEBERTA:
+                return continued_pretrainer(config, tokenizer, self.discriminator_weight, self.growth, sharing)
+            if self.growth:
+                raise UserError("--task electra grows ELECTRA's embeddings to an extended tokenizer, not yet "
+                                "DeBERTa-v3's: continue it with the tokenizer of its checkpoint")
+            return continued_deberta_pretrainer(config, tokenizer, self.discriminator_weight, sharing)
         name = config.model_config or DEFAULT_PRESET
-        discriminator = discriminator_config(name, tokenizer, train.length, config.config_overrides)
-        ratio = generator_size_ratio(name, config.generator_size_ratio)
-        generator = generator_config(discriminator, ratio)
-        log(f"ELECTRA: a discriminator of {discriminator.num_hidden_layers} layers of width "
-            f"{discriminator.hidden_size}, a generator of width {generator.hidden_size} ({ratio:.3g} of it, "
-            f"{generator.num_attention_heads} heads), embeddings of {discriminator.embedding_size} shared; loss = "
-            f"generator loss + {self.discriminator_weight:g} x discriminator loss")
-        return ElectraPretrainer.from_configs(generator, discriminator, self.discriminator_weight)
+        generator, discriminator, shapes = new_models(name, tokenizer, train.length, config.config_overrides,
+                                                      config.generator_size_ratio)
+        sharing = sharing_of(family_of_model_config(name), config.embedding_sharing)
+        log(f"{shapes}; embeddings {SHARING_WORDS[sharing]}; loss = generator loss + {self.discriminator_weight:g} x "
+            "discriminator loss")
+        return ElectraPretrainer.from_models(generator, discriminator, self.discriminator_weight, sharing)
 
     def make_transform(self, tokenizer):
         return self.with_draws(super().make_transform(tokenizer))
@@ -124,12 +141,13 @@ class ElectraTask(MaskedLmTask):
                                        jit_compile=on_tpu)
 
     def card_words(self, model, tokenizer) -> CardWords:
-        if isinstance(model, TFElectraForMaskedLM):
-            return CardWords("fill-mask", "the generator of an ELECTRA pretraining run, a small masked language model "
+        family = "a DeBERTa-v3" if "Deberta" in type(model).__name__ else "an ELECTRA"
+        if type(model).__name__.endswith("ForMaskedLM"):
+            return CardWords("fill-mask", f"the generator of {family} pretraining run, a small masked language model "
                              f"{self.how_trained()} beside its discriminator (the folder above)",
                              f"Paris is the {tokenizer.mask_token or '[MASK]'} of France.", "python -m mlm_tpu.predict",
                              scores=SCORE_NAMES)
-        return CardWords("feature-extraction", f"an ELECTRA discriminator {self.how_trained()} by replaced-token "
+        return CardWords("feature-extraction", f"{family} discriminator {self.how_trained()} by replaced-token "
                          "detection, an encoder to fine-tune (its generator is in generator/)",
                          "Paris is the capital of France.", "", scores=SCORE_NAMES)
 
