@@ -4,12 +4,14 @@ training_args.json records it; a run's training_args.json replays without the re
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import assert_user_error
 
 DAPT = {"optimizer": "adamw", "lr_schedule": "linear", "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_epsilon": 1e-6,
-        "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "warmup_steps": 0, "learning_rate": 5e-4, "max_steps": 12_500}
+        "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "warmup_ratio": 0.06, "warmup_steps": None,
+        "learning_rate": 5e-4, "max_steps": 12_500}
 
 
 def config_of(*flags):
@@ -43,6 +45,44 @@ def test_recipe_dapt_is_the_dapt_scripts_optimizer_and_flags_override_it(caplog)
     lines = caplog.text.splitlines()
     assert any("--adam-beta2 0.98" in line and "overridden" not in line for line in lines)
     assert any("--max-steps 12500  (overridden: 100)" in line for line in lines), caplog.text
+
+
+def test_modernberts_token_settings_are_counted_in_tokens_seen_through_its_batch_warmup():
+    """ModernBERT's yaml states its warm-up (3B tokens) and duration (1,719B) in tokens seen, while its batch grows
+    from 768 to 4,608 rows over the first 50B: at the full batch, 636 steps were 0.5B tokens seen and 364,306 steps
+    1,669B. The trainer's own plan of the recipe's batch warm-up (rows of 1,024 tokens) reaches each at its step."""
+    from mlm_tpu.training.batch_warmup import plan_warmup
+
+    config = config_of("--recipe", "modernbert")
+    warmup = plan_warmup(config, 4608, 16, 1024)
+
+    def seen(steps):
+        return warmup.examples(0, steps) * 1024
+
+    assert seen(config.warmup_steps - 1) < 3_000_000_000 <= seen(config.warmup_steps)
+    assert seen(config.max_steps - 1) < 1_719_000_000_000 <= seen(config.max_steps)
+    assert (config.warmup_steps, config.max_steps) == (3_815, 374_901)
+    assert seen(warmup.end - 1) < 50_000_000_000 <= seen(warmup.end)
+
+
+@pytest.mark.parametrize("peak", [8e-4, 4e-4, 2e-3])
+def test_modernberts_fully_decoupled_decay_is_relative_to_the_peak_the_run_uses(peak, caplog):
+    """optimi's decouple_lr multiplies a weight by 1 - (rate / peak) x 1e-5, the peak being the run's: at the peak
+    rate a step decays it by 1e-5 whatever --learning-rate gives (not by 1e-5 x peak / 8e-4)."""
+    import tensorflow as tf
+
+    from mlm_tpu.training.optimizers import make_optimizer, with_schedule_defaults
+
+    config = with_schedule_defaults(config_of("--recipe", "modernbert", "--learning-rate", peak, "--warmup-steps", 0))
+    assert config.weight_decay_rate == pytest.approx(1e-5 / peak)
+    weight = tf.Variable(tf.ones([2, 2]))
+    make_optimizer(config, 10).apply_gradients([(tf.zeros([2, 2]), weight)])  # zero gradients: only the decay acts
+    np.testing.assert_allclose(weight.numpy(), 1 - 1e-5, atol=1e-7)
+    if peak != 8e-4:
+        assert f"--weight-decay-rate {1e-5 / peak:g} (fully decoupled: 1e-05 / the peak --learning-rate {peak:g})" \
+            in caplog.text
+    given = config_of("--recipe", "modernbert", "--learning-rate", peak, "--weight-decay-rate", 0.5)
+    assert given.weight_decay_rate == 0.5  # what the user gives wins
 
 
 def test_training_args_replays_without_the_recipes_table(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ and rows that take no loss after them, and trains only the micro-batches that ho
 """
 
 import bisect
+import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -54,6 +55,16 @@ class BatchWarmup:
         for (begin, batch), (after, _) in zip(bounds, bounds[1:]):
             total += max(0, min(last, after) - max(first, begin)) * batch
         return total + max(0, last - max(first, self.end)) * self.full
+
+    def steps_to_see(self, examples: int) -> int:
+        """The fewest steps from the start whose batches hold `examples` examples, the warm-up's smaller batches
+        counted as they are: where a setting given in tokens seen falls (ModernBERT's trainer counts tokens so)."""
+        seen, bounds = 0, [*self.stages, (self.end, self.full)]
+        for (begin, batch), (after, _) in zip(bounds, bounds[1:]):
+            if seen + (after - begin) * batch >= examples:
+                return begin + math.ceil((examples - seen) / batch)
+            seen += (after - begin) * batch
+        return self.end + math.ceil((examples - seen) / self.full)
 
     def units_of_steps(self) -> List[int]:
         """Units per step over the warm-up, step by step (for the input pipeline's grouping)."""

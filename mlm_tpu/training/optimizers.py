@@ -13,8 +13,8 @@ linear|rsqrt|wsd|cosine|constant`.
   scale is cut back, which stands in for gradient clipping. Weight decay is optimi's default (decouple_lr=False):
   the weight is multiplied by 1 - rate x --weight-decay-rate, the rate being that tensor's clipped rate, before the
   Adam step (on the same weights as AdamW's). ModernBERT's `decoupled_stableadamw` is optimi's
-  decouple_lr=True, the factor 1 - (rate / peak) x its weight decay: its 1e-5 at peak 8e-4 is 0.0125 here
-  (training/recipes.py's modernbert does that sum).
+  decouple_lr=True, the factor 1 - (rate / peak) x its weight decay, the peak being the run's: its 1e-5 is
+  1e-5 / --learning-rate here, 0.0125 at 8e-4 (training/recipes.py's modernbert does that sum).
 - adafactor: Adafactor as T5X runs it (t5x/adafactor.py with T5's gin settings): second moments factored into a
   row and a column mean for every weight whose two largest dimensions are both at least 128, full for the others;
   no first moment; decay rate 0.8 (beta2 at step t is 1 - t^-0.8); updates clipped to an RMS of 1.0; the step

@@ -9,12 +9,19 @@ overrides it). docs/guides/recipes.md is the table in words, with each value's s
 The batch: a recipe's global batch B is given as --per-replica-batch-size 16 x --gradient-accumulation-steps B / 16,
 the batch on one replica; on R replicas the global batch is R times that unless the accumulation is divided by R
 (the log at start says the global batch). No TensorFlow here: a recipe is resolved before it loads.
+
+A setting a recipe states in tokens (ModernBERT's warm-up and duration) is counted in tokens seen, as its trainer
+counts them: through the batch-size warm-up's smaller batches, at the published batch and row length
+(tokens_to_steps). A fully decoupled weight decay (optimi's decouple_lr, the decay relative to the peak rate run) is
+resolved against the run's --learning-rate (Recipe.decoupled_weight_decay).
 """
 
+import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.training.batch_warmup import warmup_schedule
 
 MICRO_BATCH = 16  # the per-replica batch a recipe's global batch is accumulated from
 
@@ -26,6 +33,9 @@ class Recipe:
     title: str
     settings: Dict[str, Any]
     sources: Tuple[Tuple[Tuple[str, ...], str], ...]  # (the settings, the source that gives them)
+    # optimi's decouple_lr decay: each step multiplies a weight by 1 - (rate / peak) x it, so weight_decay_rate (x
+    # rate) is it / the peak the run uses, whatever --learning-rate gives
+    decoupled_weight_decay: Optional[float] = None
 
     def source_of(self, name: str) -> str:
         return next(source for names, source in self.sources if name in names)
@@ -41,11 +51,31 @@ BERT_PAPER = "Devlin et al. 2019 (arXiv:1810.04805), appendix A.2"
 BERT_CODE = "google-research/bert, optimization.py (AdamWeightDecayOptimizer, clip_by_global_norm)"
 DAPT_SCRIPT = ("allenai/dont-stop-pretraining, scripts/run_language_modeling.py and ADAPTIVE_PRETRAINING.md "
                "(Gururangan et al. 2020)")
+DAPT_PAPER = ("Gururangan et al. 2020 (arXiv:2004.10964), appendix, the table of hyperparameters for domain- and "
+              "task-adaptive pretraining")
 DAPT_OPTIMIZER = {"optimizer": "adamw", "lr_schedule": "linear", "adam_beta1": 0.9, "adam_beta2": 0.98,
-                  "adam_epsilon": 1e-6, "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "warmup_steps": 0,
-                  "task": "mlm", "mlm_probability": 0.15}
+                  "adam_epsilon": 1e-6, "weight_decay_rate": 0.01, "max_grad_norm": 1.0, "task": "mlm",
+                  "mlm_probability": 0.15}
+DAPT_WARMUP = {"warmup_ratio": 0.06}  # the paper's; the released script's default is no warm-up
 MODERNBERT_YAML = "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-pretrain.yaml"
 MODERNBERT_PEAK = 8e-4
+MODERNBERT_WEIGHT_DECAY = 1e-5  # fully decoupled
+MODERNBERT_ROW_TOKENS, MODERNBERT_BATCH = 1024, 4608
+MODERNBERT_BATCH_WARMUP = {"batch_size_warmup_min_size": 768, "batch_size_warmup_tokens": 50_000_000_000}
+
+
+def tokens_to_steps(tokens: int, batch: int, row_tokens: int, batch_warmup: Mapping[str, int]) -> int:
+    """The steps in which a run of global batch `batch` and rows of `row_tokens` tokens sees `tokens` tokens, its
+    batch-size warm-up's smaller batches counted as they are."""
+    warmup = warmup_schedule(batch_warmup["batch_size_warmup_min_size"], batch, row_tokens,
+                             batch_warmup["batch_size_warmup_tokens"])
+    return warmup.steps_to_see(math.ceil(tokens / row_tokens))
+
+
+def modernbert_steps(tokens: int) -> int:
+    """Steps of ModernBERT's published run (batch 4,608 rows of 1,024 tokens, its batch warm-up) to see `tokens`."""
+    return tokens_to_steps(tokens, MODERNBERT_BATCH, MODERNBERT_ROW_TOKENS, MODERNBERT_BATCH_WARMUP)
+
 
 RECIPES: Dict[str, Recipe] = {
     "bert": Recipe(
@@ -70,15 +100,18 @@ RECIPES: Dict[str, Recipe] = {
           "15% masked, dynamically"),)),
     "dapt": Recipe(
         "domain-adaptive pretraining (DAPT) of RoBERTa", {
-            **DAPT_OPTIMIZER, "learning_rate": 5e-4, **batch_of(2048), "max_steps": 12_500},
+            **DAPT_OPTIMIZER, **DAPT_WARMUP, "learning_rate": 5e-4, **batch_of(2048), "max_steps": 12_500},
         (((*DAPT_OPTIMIZER, "learning_rate", *BATCH, "max_steps"),
           f"{DAPT_SCRIPT}: RoBERTa's beta (0.9, 0.98), epsilon 1e-6, weight decay 0.01, max_grad_norm 1.0, "
-          "warmup_steps 0, the 🤗 script's linear decay, 15% masked; DAPT: lr 5e-4, batch 2,048, 12,500 steps"),)),
+          "the 🤗 script's linear decay, 15% masked; DAPT: lr 5e-4, batch 2,048, 12,500 steps"),
+         (tuple(DAPT_WARMUP), f"{DAPT_PAPER}: warm-up proportion 0.06 (the released script's default is none: the "
+                              "paper is followed)"))),
     "tapt": Recipe(
         "task-adaptive pretraining (TAPT) of RoBERTa", {
-            **DAPT_OPTIMIZER, "learning_rate": 1e-4, **batch_of(256), "num_epochs": 100},
+            **DAPT_OPTIMIZER, **DAPT_WARMUP, "learning_rate": 1e-4, **batch_of(256), "num_epochs": 100},
         (((*DAPT_OPTIMIZER, "learning_rate", *BATCH, "num_epochs"),
-          f"{DAPT_SCRIPT}: DAPT's optimizer; TAPT: lr 1e-4, batch 256, 100 epochs"),)),
+          f"{DAPT_SCRIPT}: DAPT's optimizer; TAPT: lr 1e-4, batch 256, 100 epochs"),
+         (tuple(DAPT_WARMUP), f"{DAPT_PAPER}: warm-up proportion 0.06, as DAPT's"))),
     "electra": Recipe(
         "ELECTRA-Base's pretraining", {
             "task": "electra", "optimizer": "adamw", "lr_schedule": "linear", "learning_rate": 2e-4,
@@ -116,26 +149,29 @@ RECIPES: Dict[str, Recipe] = {
     "modernbert": Recipe(
         "ModernBERT-base's pretraining phase", {
             "task": "mlm", "optimizer": "stableadamw", "learning_rate": MODERNBERT_PEAK, "adam_beta1": 0.9,
-            "adam_beta2": 0.98, "adam_epsilon": 1e-6, "weight_decay_rate": 1e-5 / MODERNBERT_PEAK,
-            "max_grad_norm": None, "lr_schedule": "constant", "warmup_steps": 636, "max_steps": 364_306,
-            "decay_shape": "1-sqrt", "mlm_probability": 0.3, "eval_mlm_probability": 0.15, **batch_of(4608),
-            "batch_size_warmup_min_size": 768, "batch_size_warmup_tokens": 50_000_000_000},
+            "adam_beta2": 0.98, "adam_epsilon": 1e-6, "weight_decay_rate": MODERNBERT_WEIGHT_DECAY / MODERNBERT_PEAK,
+            "max_grad_norm": None, "lr_schedule": "constant", "warmup_steps": modernbert_steps(3_000_000_000),
+            "max_steps": modernbert_steps(1_719_000_000_000), "decay_shape": "1-sqrt", "mlm_probability": 0.3,
+            "eval_mlm_probability": 0.15, **batch_of(MODERNBERT_BATCH), **MODERNBERT_BATCH_WARMUP},
         ((("task", "optimizer", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
            "mlm_probability", "eval_mlm_probability"),
           f"{MODERNBERT_YAML}: decoupled_stableadamw lr 8e-4, betas (0.9, 0.98), eps 1e-6, no gradient clipping, "
           "mlm_probability 0.3, validation at 0.15"),
          (("weight_decay_rate",),
-          f"{MODERNBERT_YAML}: weight_decay 1e-5, fully decoupled (optimi's decouple_lr: x rate / peak), so "
-          "1e-5 / 8e-4 = 0.0125 in this optimizer's convention (x rate)"),
+          f"{MODERNBERT_YAML}: weight_decay 1e-5, fully decoupled (optimi's decouple_lr: x rate / peak, the peak "
+          "being the run's), so 1e-5 / --learning-rate in this optimizer's convention (x rate): 0.0125 at 8e-4"),
          (("lr_schedule", "warmup_steps", "max_steps"),
           f"{MODERNBERT_YAML}: warmup_stable_decay, t_warmup 3B tokens, t_decay 0 (no decay in this phase), "
-          "max_duration 1,719B tokens, in steps of the full batch of 4,608 x 1,024 tokens: 636 and 364,306"),
+          "max_duration 1,719B tokens, all in tokens seen: rows of 1,024 tokens in the batches of the batch-size "
+          "warm-up (768 rising to 4,608 over its first 50B tokens, 21,194 steps), then 4,608: 3,815 and 374,901 "
+          "steps"),
          (("decay_shape",), "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-learning-rate-decay.yaml: "
                             "the later decay phase, one_minus_sqrt"),
          (BATCH, "Warner et al. 2024 (arXiv:2412.13663), table 3: global batch 4,608 at 1,024 tokens"),
          (("batch_size_warmup_min_size", "batch_size_warmup_tokens"),
           f"{MODERNBERT_YAML}: batch_size_warmup_min_size ${{device_train_microbatch_size}} (96 on each of 8 GPUs, "
-          "768 in all), batch_size_warmup_tokens 50_000_000_000tok"))),
+          "768 in all), batch_size_warmup_tokens 50_000_000_000tok")),
+        decoupled_weight_decay=MODERNBERT_WEIGHT_DECAY),
 }
 
 
@@ -153,10 +189,17 @@ def with_recipe(values: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         return dict(values), []
     recipe = recipe_named(name)
     lines = [f"Recipe {name}: {recipe.title} (docs: Recipes)"]
+    resolved = {**recipe.settings, **values}
     for key, value in recipe.settings.items():
         flag = "--" + key.replace("_", "-")
         given = values.get(key, value)
         shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
         overridden = f"  (overridden: {given})" if given != value else ""
         lines.append(f"  {flag} {shown}{overridden}")
-    return {**recipe.settings, **values}, lines
+    peak = resolved.get("learning_rate")
+    if recipe.decoupled_weight_decay and peak and "weight_decay_rate" not in values and \
+            peak != recipe.settings["learning_rate"]:
+        resolved["weight_decay_rate"] = recipe.decoupled_weight_decay / peak
+        lines.append(f"  --weight-decay-rate {resolved['weight_decay_rate']:g} (fully decoupled: "
+                     f"{recipe.decoupled_weight_decay:g} / the peak --learning-rate {peak:g})")
+    return resolved, lines
