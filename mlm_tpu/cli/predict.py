@@ -5,6 +5,7 @@ fill-mask (the default): the top-k words for each [MASK] of each sentence, from 
 text2text: a T5 model's label (classifiers trained here) or generated text.
 text-classification: an encoder classifier's label and probabilities (or a regression's score).
 token-classification: an encoder tagger's tag for each word, and the entities they make.
+embed: an embedding model's vector for each text; search: a corpus ranked for each query, or a BEIR folder scored.
 Texts come as arguments, or one per line on stdin; results as a table, or JSON lines with --json.
 """
 
@@ -16,6 +17,8 @@ from typing import Callable, List, Optional, Sequence
 from mlm_tpu.cli.flags import ConfigFlags, add_flag, add_verbose_flag
 from mlm_tpu.cli.inputs import read_texts
 from mlm_tpu.console import import_tensorflow, quiet_libraries
+from mlm_tpu.embedding import prediction as embedding_prediction
+from mlm_tpu.embedding.prediction import EmbeddingPredictionConfig
 from mlm_tpu.encoder import prediction as encoder_prediction
 from mlm_tpu.encoder.prediction import EncoderPredictionConfig
 from mlm_tpu.mlm import fill_mask
@@ -27,6 +30,7 @@ from mlm_tpu.tasks import PIPELINES, saved_model_loader
 FILL_MASK_FLAGS = ConfigFlags(FillMaskConfig)
 TEXT2TEXT_FLAGS = ConfigFlags(Text2TextPredictionConfig)
 ENCODER_FLAGS = ConfigFlags(EncoderPredictionConfig)
+EMBEDDING_FLAGS = ConfigFlags(EmbeddingPredictionConfig)
 
 
 def format_table(sentence: str, predictions: Predictions) -> str:
@@ -168,11 +172,82 @@ def run_encoder(pipeline: str, parser: argparse.ArgumentParser, arguments: List[
         print(json.dumps(result, ensure_ascii=False) if args.json else format_encoder_result(result), flush=True)
 
 
+def embedding_parser(prog: str, mode: str) -> argparse.ArgumentParser:
+    search = mode == "search"
+    parser = argparse.ArgumentParser(prog=f"{prog} {mode}", description=embedding_prediction.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("texts", nargs="*", metavar="QUERY" if search else "TEXT",
+                        help=("Queries" if search else "Texts to embed") + "; none: read lines from stdin." +
+                        (" None with --beir." if search else ""))
+    EMBEDDING_FLAGS.add(parser, "--model", "--model-name-or-path", required=True,
+                        help="An embedding model: `python train.py --task sentence-embedding`'s --output-dir, or a "
+                             "sentence-transformers folder of an encoder mlm_tpu reads (its 1_Pooling says the "
+                             "pooling).")
+    EMBEDDING_FLAGS.add(parser, "--max-length", type=int,
+                        help="Tokens per text; longer texts are cut (default: the folder's max_seq_length, else what "
+                             "the model reads).")
+    EMBEDDING_FLAGS.add(parser, "--batch-size", type=int, help="Texts run together (default: 32).")
+    if search:
+        EMBEDDING_FLAGS.add(parser, "--corpus", metavar="FILE",
+                            help="The documents: one per line, or BEIR's corpus.jsonl (its _id, title and text).")
+        EMBEDDING_FLAGS.add(parser, "--top-k", type=int, help="Documents shown per query (default: 10).")
+        EMBEDDING_FLAGS.add(parser, "--beir", metavar="FOLDER",
+                            help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): its queries ranked "
+                                 "against its corpus (exact search) and scored by nDCG@10, recall@100 and MRR@10 "
+                                 "(trec_eval's, through pytrec-eval-terrier).")
+        EMBEDDING_FLAGS.add(parser, "--split", help="--beir: the split whose qrels score the run (default: test).")
+        EMBEDDING_FLAGS.add(parser, "--run-file", metavar="FILE",
+                            help="--beir: write the ranking (100 documents per query) here as a TREC run file.")
+        shape = '{"query", "results": [{"id", "score", "text"}]}; with --beir one object of scores'
+    else:
+        EMBEDDING_FLAGS.add(parser, "--output", metavar="FILE.npy",
+                            help="Write the vectors to this NumPy file, one row per text, in their order.")
+        shape = '{"text", "embedding"}'
+    return with_output_flags(parser, f"One JSON object per {'query' if search else 'text'} on stdout: {shape}.")
+
+
+def run_embedding(mode: str, parser: argparse.ArgumentParser, arguments: List[str]) -> None:
+    search = mode == "search"
+    args = parser.parse_args(arguments)
+    scored = search and "beir" in EMBEDDING_FLAGS.given(args)  # a BEIR folder's own queries: none read
+    texts = [] if scored and not args.texts else read_texts(args.texts, "queries" if search else "texts to embed")
+    config = EMBEDDING_FLAGS.build(args, base={"texts": tuple(texts)})
+    embedding_prediction.check_embedding_config(config, search)
+    import_tensorflow(args.verbose)
+    quiet_libraries(args.verbose)
+    if search and config.beir:
+        print(json.dumps(embedding_prediction.score_beir(config)), flush=True)
+    elif search:
+        for result in embedding_prediction.search_corpus(config):
+            print(json.dumps(result, ensure_ascii=False) if args.json else format_search_result(result), flush=True)
+    else:
+        vectors = embedding_prediction.embed_texts(config)
+        for text, vector in zip(config.texts, vectors):
+            if args.json:
+                print(json.dumps({"text": text, "embedding": [float(value) for value in vector]},
+                                 ensure_ascii=False), flush=True)
+            elif not config.output:
+                shown = ", ".join(f"{value:.4f}" for value in vector[:4])
+                print(f"{text}\n  {len(vector)} dimensions: [{shown}, ...]", flush=True)
+        if config.output:
+            print(f"Wrote {len(vectors)} vectors of {vectors.shape[1]} dimensions to {config.output}", flush=True)
+
+
+def format_search_result(result: dict) -> str:
+    lines = [f"query: {result['query']}"]
+    lines += [f"  {rank:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text'][:100]}"
+              for rank, hit in enumerate(result["results"], start=1)]
+    return "\n".join(lines) + "\n"
+
+
 # The first argument may name a mode; each has its parser (its own --help) and its run.
 MODES = {"fill-mask": (fill_mask_parser, run_fill_mask), "text2text": (text2text_parser, run_text2text),
          **{pipeline: (lambda prog, pipeline=pipeline: encoder_parser(prog, pipeline),
                        lambda parser, arguments, pipeline=pipeline: run_encoder(pipeline, parser, arguments))
-            for pipeline in ("text-classification", "token-classification")}}
+            for pipeline in ("text-classification", "token-classification")},
+         **{mode: (lambda prog, mode=mode: embedding_parser(prog, mode),
+                   lambda parser, arguments, mode=mode: run_embedding(mode, parser, arguments))
+            for mode in ("embed", "search")}}
 DEFAULT_MODE = "fill-mask"
 
 
