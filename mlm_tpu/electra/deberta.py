@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 from transformers import DebertaV2Config, TFDebertaV2ForMaskedLM, TFDebertaV2Model
@@ -139,9 +140,9 @@ class DebertaDiscriminator(keras.Model):
     def save_head(self, folder: str) -> None:
         from safetensors.numpy import save_file
 
-        save_file({name: (variable.numpy().T if transposed else variable.numpy())
+        save_file({name: np.ascontiguousarray(variable.numpy().T if transposed else variable.numpy())
                    for name, (variable, transposed) in self.head.named_weights().items()},
-                  os.path.join(folder, HEAD_FILE))
+                  os.path.join(folder, HEAD_FILE))  # safetensors writes a transposed view's memory as it lies
 
     def load_head(self, folder: str) -> bool:
         """The head's weights from `folder`'s HEAD_FILE; False where it has none (the head stays new)."""
