@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
-from mlm_tpu.model_folder.checks import check_position_padding, is_local
+from mlm_tpu.model_folder.checks import check_position_padding, hub_file, is_local
 from mlm_tpu.model_folder.configs import untied_t5_output_of_transformers_5
 from mlm_tpu.model_folder.pytorch import WEIGHTS_INDEX_NAME
 
@@ -116,11 +116,11 @@ def pytorch_checkpoint_files(name_or_path: str, flag: str) -> List[str]:
             path = os.path.join(name_or_path, name)
             return path if os.path.isfile(path) else None
     else:
-        if _hub_file(name_or_path, "tf_model.h5") or _hub_file(name_or_path, "tf_model.h5.index.json"):
+        if hub_file(name_or_path, "tf_model.h5") or hub_file(name_or_path, "tf_model.h5.index.json"):
             return []
 
         def fetch(name: str) -> Optional[str]:
-            return _hub_file(name_or_path, name)
+            return hub_file(name_or_path, name)
     index = fetch(WEIGHTS_INDEX_NAME)
     if index:
         return _listed_shards(index, fetch, f"{flag} {name_or_path}")
@@ -128,18 +128,6 @@ def pytorch_checkpoint_files(name_or_path: str, flag: str) -> List[str]:
         return sorted(glob.glob(os.path.join(name_or_path, "model*.safetensors")))
     single = fetch("model.safetensors")
     return [single] if single else []
-
-
-def _hub_file(name: str, filename: str) -> Optional[str]:
-    """The local path of a Hub model's file, from the Hub cache or downloaded into it; None when the model has no
-    such file, or it cannot be had (offline and not cached: the load that follows says so)."""
-    from transformers.utils.hub import cached_file
-
-    try:
-        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False, _raise_exceptions_for_gated_repo=False)
-    except (OSError, ValueError):
-        return None
 
 
 def _listed_shards(index: str, fetch: Callable[[str], Optional[str]], where: str) -> List[str]:

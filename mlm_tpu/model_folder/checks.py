@@ -4,13 +4,17 @@ weights), each one error line that says what to do, where transformers would fai
 
 import glob
 import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 
 WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes, sharded too
+# config.json fields that make transformers 4.56 to 5.2's PyTorch `from_pretrained` download and import a Hub kernel
+# repository's code, trust_remote_code=False or not, wherever the `kernels` package is installed (CVE-2026-4372): set,
+# the internal one; naming a Hub repository ("owner/name"), the public one
+KERNEL_FIELDS = ("_attn_implementation_internal", "attn_implementation")
 
 
 def is_local(name_or_path: str) -> bool:
@@ -19,7 +23,7 @@ def is_local(name_or_path: str) -> bool:
 
 
 def check_model_folder(name_or_path: str, flag: str) -> None:
-    """A local path must be a saved model; anything else is taken for a Hub name."""
+    """A local path must be a saved model; anything else is taken for a Hub name; neither may name code to run."""
     if is_local(name_or_path) and not os.path.isfile(os.path.join(name_or_path, "config.json")):
         if _is_unsaved_run(name_or_path):
             raise UserError(f"{flag} {name_or_path} is the output folder of a training run that has saved no model yet "
@@ -27,6 +31,62 @@ def check_model_folder(name_or_path: str, flag: str) -> None:
                             "and let it save, or give a folder that holds a saved model")
         raise UserError(f"{flag} {name_or_path}: not a saved model (no config.json there); give the --output-dir "
                         "of `python train.py`, or any save_pretrained folder")
+    check_config_names_no_code(name_or_path, flag)
+
+
+def check_config_names_no_code(name_or_path: str, flag: str) -> None:
+    """A saved model's config (a folder's, a config.json file, a Hub model's: the cached or downloaded file) that
+    names code to run (KERNEL_FIELDS) is refused before anything reads it: mlm_tpu's TensorFlow classes would ignore
+    the field, but a folder saved from it, or the same folder loaded in PyTorch, would run that code."""
+    path = (os.path.join(name_or_path, "config.json") if os.path.isdir(name_or_path) else
+            name_or_path if os.path.isfile(name_or_path) else None if is_local(name_or_path) else
+            hub_file(name_or_path, "config.json"))
+    found = next(_kernel_fields((_json_values(path) if path else None) or {}), None)
+    if found:
+        field, value = found
+        raise UserError(f"{flag} {name_or_path}: its config.json sets {field} to {value!r}, which makes transformers "
+                        "before 5.3 download and run a Hub repository's code when PyTorch loads the model "
+                        "(CVE-2026-4372); mlm_tpu reads no config that names code: delete the field from config.json "
+                        "if you trust the rest of the folder, or use another model")
+
+
+def _kernel_fields(values: dict):
+    """(field, value) of each KERNEL_FIELDS entry set in a config's values, its sub-configs' too (an encoder-decoder's,
+    a multimodal model's)."""
+    internal, public = KERNEL_FIELDS
+    if values.get(internal) is not None:
+        yield internal, values[internal]
+    named = values.get(public)  # one implementation, or one per sub-config
+    named_each = named.values() if isinstance(named, dict) else [named]
+    if any(isinstance(value, str) and "/" in value for value in named_each):
+        yield public, named
+    for value in values.values():
+        if isinstance(value, dict):
+            yield from _kernel_fields(value)
+
+
+def _json_values(path: str) -> Optional[dict]:
+    """A config.json's values; None when it cannot be read as a JSON object (its loading says why)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            values = json.load(file)
+    except (OSError, ValueError):
+        return None
+    return values if isinstance(values, dict) else None
+
+
+def hub_file(name: str, filename: str) -> Optional[str]:
+    """The local path of a Hub model's file, from the Hub cache or downloaded into it; None when the model has no
+    such file, or it cannot be had (offline and not cached: the load that follows says so)."""
+    from transformers.utils.hub import cached_file
+
+    try:
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False, _raise_exceptions_for_gated_repo=False)
+    except (OSError, ValueError):
+        return None
 
 
 def _is_unsaved_run(folder: str) -> bool:

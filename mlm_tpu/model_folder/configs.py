@@ -6,7 +6,7 @@ from typing import Callable, Dict, Optional
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.model_folder import families
-from mlm_tpu.model_folder.checks import check_model_folder, is_local
+from mlm_tpu.model_folder.checks import check_config_names_no_code, check_model_folder, is_local
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 
 # The T5 family, by model type, and the TensorFlow class of each: T5 and T5 1.1 (t5), and mT5 (mt5: T5 1.1 with a
@@ -139,6 +139,7 @@ def _load_config(name_or_path: str, presets: Dict[str, dict], config_class: Call
 
     if name_or_path in presets:
         return config_class(**presets[name_or_path])
+    check_config_names_no_code(name_or_path, flag)
     if os.path.isfile(name_or_path):
         from mlm_tpu.jsonfiles import read_json
 

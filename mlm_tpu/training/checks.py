@@ -6,6 +6,7 @@ from typing import Optional
 
 from mlm_tpu.configuration import check_ranges
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder.checks import check_config_names_no_code, is_local
 from mlm_tpu.model_folder.configs import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.mixture import members_of
@@ -26,6 +27,8 @@ def check_config(config: TrunkConfig, task: Task) -> None:
         raise UserError(f"--backup-steps {config.backup_steps} is not a multiple of --steps-per-execution "
                         f"{config.steps_per_execution}: a backup can only be written between executions; use "
                         f"{max(config.backup_steps // config.steps_per_execution, 1) * config.steps_per_execution}")
+    if config.model_config and is_local(config.model_config):  # a preset names no code; a Hub name: configs.py
+        check_config_names_no_code(config.model_config, "--model-config")
     if config.model_name_or_path:
         task.check_base(read_model_config(config.model_name_or_path, "--model-name-or-path"),
                         f"--model-name-or-path {config.model_name_or_path}")
