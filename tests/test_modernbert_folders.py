@@ -1,0 +1,24 @@
+"""A ModernBERT folder (transformers 5's layout, as mlm_tpu saves it) in the everyday commands: exported as it is,
+read by its Hub name from the Hub cache, and filling masks through a LoRA adapter on it."""
+
+import json
+
+from conftest import assert_user_error
+from test_model_families import small_modernbert_folder
+
+
+def test_a_modernbert_folder_exports_as_it_is_its_weights_checked_and_its_card_refreshed(tmp_path, in_process,
+                                                                                         wikitext_tokenizer):
+    folder = small_modernbert_folder(tmp_path / "model", wikitext_tokenizer[0])
+    result = in_process("export", "--model", folder, "--output-dir", tmp_path / "exported")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "already in transformers 5's layout" in result.stderr
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (tmp_path / "exported" / name).read_bytes() == (folder / name).read_bytes(), name
+    assert "ModernBert" in (tmp_path / "exported" / "README.md").read_text()
+    cut = small_modernbert_folder(tmp_path / "cut", wikitext_tokenizer[0])
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    assert_user_error(in_process("export", "--model", cut, "--output-dir", tmp_path / "not-written"),
+                      "model.safetensors")
+    assert not (tmp_path / "not-written").exists()
