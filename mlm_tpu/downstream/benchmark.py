@@ -48,7 +48,7 @@ from typing import Dict, List, Optional, Tuple
 from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
-from mlm_tpu.corpus import CorpusSource
+from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.downstream import movie_reviews, reference
 from mlm_tpu.downstream.report import SPREAD, kept_epoch_words, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
@@ -171,6 +171,8 @@ def run_benchmark(config: DownstreamConfig) -> dict:
     for task in tasks:
         check_available(task)
     tasks = [with_columns(task) for task in tasks]
+    for task in tasks:
+        check_has_rows(task)
     variants = [Variant(model_label(config.model), "model", {"model_name_or_path": config.model}, config.model,
                         model_source(config.model))]
     tokenizers = {config.model: tokenizer}  # each variant's shards are made with its own
@@ -394,6 +396,15 @@ def prepare_text(config: DownstreamConfig, task: DownstreamTask, tokenizer) -> T
             write_file(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode())
         read.append(CorpusSource(text_files=(path,)))
     return TaskText(name, sources, tuple(read))
+
+
+def check_has_rows(task: DownstreamTask) -> None:
+    """Each of the user's task files holds a row (a dev file may be its header alone): said before the benchmark
+    writes its settings, which would refuse the corrected command as one of other settings."""
+    if task.builtin or task.dataset:  # the package's rows, a dataset's (check_available loaded it)
+        return
+    for source in task.sources(data_dir=""):  # the user's own files, read where they are
+        next(Corpus(source).records(task_columns(task), as_text=False), None)
 
 
 def task_columns(task: DownstreamTask) -> Tuple[str, ...]:
