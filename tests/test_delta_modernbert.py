@@ -168,3 +168,20 @@ def test_what_cannot_apply_to_a_modernbert_is_one_error_line(method, task, more,
                         *more)
     assert_user_error(result, words, *(["--delta lora does"] if method != "lora" else []))
     assert not output_dir.exists()
+
+
+@pytest.mark.slow
+def test_fill_mask_takes_a_modernbert_masked_lm_adapter_as_it_takes_its_merged_folder(work, in_process):
+    """The adapter's tokenizer gives token_type_ids, which ModernBERT takes none of: fill-mask predicts through the
+    adapter (once a traceback from transformers' pipeline) what the folder --merge writes predicts."""
+    adapter, merged = work.masked.output_dir, work.tmp / "merged-mlm"
+    assert in_process("export", "--model", adapter, "--merge", "--output-dir", merged).returncode == 0
+    sentence = "the river runs past the old [MASK] and the town"
+    through_adapter, through_merged = (in_process("predict", "--model", model, "--json", "--top-k", 3, sentence)
+                                       for model in (adapter, merged))
+    assert through_adapter.returncode == 0, through_adapter.stderr[-3000:]
+    found, expected = (json.loads(result.stdout.splitlines()[-1]) for result in (through_adapter, through_merged))
+    assert [[c["token"] for c in mask] for mask in found["predictions"]] == [
+        [c["token"] for c in mask] for mask in expected["predictions"]]
+    assert [c["score"] for c in found["predictions"][0]] == pytest.approx(
+        [c["score"] for c in expected["predictions"][0]], abs=1e-5)

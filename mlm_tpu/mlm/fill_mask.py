@@ -65,7 +65,7 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
 
     from mlm_tpu.model_folder import families
     from mlm_tpu.model_folder.configs import T5_MODEL_TYPES, longest_input, model_type
-    from mlm_tpu.model_folder.loading import load_pretrained
+    from mlm_tpu.model_folder.loading import keep_inputs_the_model_takes, load_pretrained
 
     check_ranges(config)
     if model_type(config.model) in T5_MODEL_TYPES:
@@ -73,6 +73,7 @@ def fill_mask(config: FillMaskConfig, load=None) -> List[Predictions]:
                         "`python -m mlm_tpu.predict text2text --model ...`")
     masked_lm_class = families.of_folder(config.model).model_class("masked_lm")  # its family's (families.py)
     model, tokenizer = (load or partial(load_pretrained, use="fill masks with"))(config.model, masked_lm_class)
+    keep_inputs_the_model_takes(tokenizer, model)  # an adapter's loader too: a ModernBERT takes no token_type_ids
     if tokenizer.mask_token is None:
         raise UserError(f"--model {config.model}: its tokenizer has no mask token, so it cannot fill masks")
     prepared = [with_mask_token(sentence, tokenizer.mask_token) for sentence in config.sentences]
