@@ -1,4 +1,5 @@
-"""Pushing saved folders (a tokenizer, a model) to the 🤗 Hub over its HTTP API, failing in one clear line.
+"""The 🤗 Hub both ways, failing in one clear line: a Hub model's files read from the Hub cache (or downloaded into
+it, as transformers reads them), and saved folders (a tokenizer, a model) pushed over its HTTP API.
 
 The folder is always saved locally first, so a Hub failure loses nothing: the error says where
 the files are and how to upload them later. Training pushes in the background (`HubPusher`), so
@@ -17,6 +18,42 @@ from mlm_tpu.console import log, warn
 from mlm_tpu.errors import UserError, reason_of
 
 NOT_PUSHED = ["backup/**", ".*", "**/.*"]  # the resumable backup and hidden staging files stay local
+# A Hub model's files a hand-written family reads (hub_folder): its config, weights and tokenizer, not its other
+# weights' formats (a TensorFlow, Flax or ONNX copy) nor its code
+MODEL_FILES = ("config.json", "model*.safetensors", "model.safetensors.index.json", "tokenizer*", "special_tokens*",
+               "vocab*", "merges.txt", "*.model", "added_tokens.json", "README.md")
+
+
+def is_local(name_or_path: str) -> bool:
+    """Whether `name_or_path` names a local path (anything else is taken for a Hub name)."""
+    return os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~"))
+
+
+def hub_file(name: str, filename: str) -> Optional[str]:
+    """The local path of a Hub model's file, from the Hub cache or downloaded into it; None when the model has no
+    such file, or it cannot be had (offline and not cached: the load that follows says so)."""
+    from transformers.utils.hub import cached_file
+
+    try:
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False, _raise_exceptions_for_gated_repo=False)
+    except (OSError, ValueError):
+        return None
+
+
+def hub_folder(name_or_path: str, where: str) -> str:
+    """A local folder of the model: `name_or_path` itself, or a Hub model's snapshot in the Hub cache (MODEL_FILES,
+    downloaded into it when missing, as transformers reads a Hub model's files), for the readers that take a folder
+    (a hand-written family's); one error line when it cannot be had (`where` names it: "--model NAME")."""
+    if is_local(name_or_path):
+        return name_or_path
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name_or_path, allow_patterns=list(MODEL_FILES))
+    except Exception as error:  # offline and not cached, unreachable, no such repo, gated: all one to the user
+        raise UserError(f"{where}: not a model folder here, nor a Hub model whose files are in the Hub cache or can "
+                        f"be downloaded ({reason_of(error)}); check the name, or download the model first") from None
 
 
 def _hub_error(error: BaseException, repo_id: str, folder: str, endpoint: str) -> UserError:

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
-from mlm_tpu.model_folder.checks import check_position_padding, hub_file, is_local
+from mlm_tpu.hub import hub_file, is_local
+from mlm_tpu.model_folder.checks import check_position_padding
 from mlm_tpu.model_folder.configs import untied_t5_output_of_transformers_5
 from mlm_tpu.model_folder.pytorch import WEIGHTS_INDEX_NAME
 

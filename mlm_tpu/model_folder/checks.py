@@ -7,6 +7,7 @@ import os
 from typing import Optional, Tuple
 
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.hub import hub_file, is_local
 from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 
@@ -15,11 +16,6 @@ WEIGHT_FILES = ("tf_model*.h5", "model*.safetensors", "pytorch_model*.bin")  # w
 # repository's code, trust_remote_code=False or not, wherever the `kernels` package is installed (CVE-2026-4372): set,
 # the internal one; naming a Hub repository ("owner/name"), the public one
 KERNEL_FIELDS = ("_attn_implementation_internal", "attn_implementation")
-
-
-def is_local(name_or_path: str) -> bool:
-    """Whether `name_or_path` names a local path (anything else is taken for a Hub name)."""
-    return os.path.exists(name_or_path) or name_or_path.startswith((".", "/", "~"))
 
 
 def check_model_folder(name_or_path: str, flag: str) -> None:
@@ -75,18 +71,6 @@ def _json_values(path: str) -> Optional[dict]:
     except (OSError, ValueError):
         return None
     return values if isinstance(values, dict) else None
-
-
-def hub_file(name: str, filename: str) -> Optional[str]:
-    """The local path of a Hub model's file, from the Hub cache or downloaded into it; None when the model has no
-    such file, or it cannot be had (offline and not cached: the load that follows says so)."""
-    from transformers.utils.hub import cached_file
-
-    try:
-        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False, _raise_exceptions_for_gated_repo=False)
-    except (OSError, ValueError):
-        return None
 
 
 def _is_unsaved_run(folder: str) -> bool:

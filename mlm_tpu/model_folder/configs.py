@@ -6,7 +6,8 @@ from typing import Callable, Dict, Optional
 
 from mlm_tpu.errors import UserError, reason_of
 from mlm_tpu.model_folder import families
-from mlm_tpu.model_folder.checks import check_config_names_no_code, check_model_folder, is_local
+from mlm_tpu.hub import is_local
+from mlm_tpu.model_folder.checks import check_config_names_no_code, check_model_folder
 from mlm_tpu.model_folder.pytorch import TF_POSITION_PADDING_IDX
 
 # The T5 family, by model type, and the TensorFlow class of each: T5 and T5 1.1 (t5), and mT5 (mt5: T5 1.1 with a

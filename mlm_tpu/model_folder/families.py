@@ -170,10 +170,14 @@ def of_preset(name: str):
 
 
 def of_folder(name_or_path: str):
-    """The family of a saved model (a folder or a config.json file); the generic one for a Hub name or a folder
-    whose config.json cannot be read (its loading says why)."""
+    """The family of a saved model (a folder, a config.json file, or a Hub name: its config.json in the Hub cache, or
+    downloaded into it); the generic one for a config.json that cannot be had or read (its loading says why)."""
+    from mlm_tpu.hub import hub_file, is_local
+
     path = os.path.join(name_or_path, "config.json") if os.path.isdir(name_or_path) else name_or_path
-    if not os.path.isfile(path):
+    if not is_local(name_or_path):
+        path = hub_file(name_or_path, "config.json")
+    if not path or not os.path.isfile(path):
         return GENERIC
     import json
 

@@ -5,9 +5,10 @@ import os
 from typing import Optional
 
 from mlm_tpu.errors import UserError, reason_of
+from mlm_tpu.hub import is_local
 from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.checkpoint import read_checkpoint
-from mlm_tpu.model_folder.checks import (check_model_folder, check_tensorflow_weights, check_weights_there, is_local,
+from mlm_tpu.model_folder.checks import (check_model_folder, check_tensorflow_weights, check_weights_there,
                                          refuse_missing_encoder_weights)
 from mlm_tpu.model_folder.configs import (architecture, check_overrides_keep_shapes, config_problem,
                                           read_model_config, tensorflow_config)

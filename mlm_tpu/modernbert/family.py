@@ -11,6 +11,7 @@ import os
 from typing import Optional
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.hub import hub_folder
 from mlm_tpu.modernbert import config as configs
 from mlm_tpu.modernbert import flops, presets, weights
 
@@ -75,6 +76,7 @@ class ModernBertFamily:
         if self.claims_preset(path):
             config = presets.preset(path)
         else:
+            path = hub_folder(path, f"'{path}'")  # a Hub name: its files in the Hub cache
             config = configs.read_config(os.path.join(path, weights.CONFIG_NAME) if os.path.isdir(path) else path)
         changes = parse_overrides(overrides)
         if not changes:
@@ -100,6 +102,7 @@ class ModernBertFamily:
     def load(self, folder: str, head: str, where: str, config=None):
         """A model of `head` (of `config`: the folder's own by default) with a folder's weights (transformers 5's
         safetensors); returns (model, loading info: its missing and unexpected names)."""
+        folder = hub_folder(folder, where)  # a Hub name: its files in the Hub cache
         if not os.path.isdir(folder):
             raise UserError(f"{where}: a ModernBERT is read from a folder transformers 5 saved (config.json and "
                             "model.safetensors)")

@@ -6,7 +6,8 @@ from typing import Optional
 
 from mlm_tpu.configuration import check_ranges
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.checks import check_config_names_no_code, is_local
+from mlm_tpu.hub import is_local
+from mlm_tpu.model_folder.checks import check_config_names_no_code
 from mlm_tpu.model_folder.configs import read_model_config
 from mlm_tpu.model_folder.saving import check_training_output_dir
 from mlm_tpu.shards.mixture import members_of
