@@ -1,4 +1,4 @@
-"""`python -m mlm_tpu.export` (also `mlm-tpu export`): a TensorFlow model folder -> one every library loads."""
+"""`python -m mlm_tpu.export` (also `mlm-tpu export`): a model folder -> one every library loads."""
 
 import argparse
 from typing import Optional, Sequence
@@ -16,7 +16,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     FLAGS.add(parser, "--model", "--model-name-or-path", required=True,
               help="A TensorFlow save_pretrained folder: `python train.py`'s --output-dir, or one holding tf_model.h5, "
-                   "config.json and the tokenizer files (as the 🤗 TPU example saves them).")
+                   "config.json and the tokenizer files (as the 🤗 TPU example saves them); or a ModernBERT folder, in "
+                   "transformers 5's layout already: exported as it is, its weights checked, its card refreshed.")
     FLAGS.add(parser, "--output-dir",
               help="Where the exported folder goes (default: --model itself, the files added beside the TensorFlow "
                    "ones). Other files there are left alone; files of the names it writes are refused, unless "
