@@ -213,10 +213,11 @@ def run_embedding(mode: str, parser: argparse.ArgumentParser, arguments: List[st
     texts = [] if scored and not args.texts else read_texts(args.texts, "queries" if search else "texts to embed")
     config = EMBEDDING_FLAGS.build(args, base={"texts": tuple(texts)})
     embedding_prediction.check_embedding_config(config, search)
+    data = embedding_prediction.read_beir_split(config) if scored else None  # checked before TensorFlow loads
     import_tensorflow(args.verbose)
     quiet_libraries(args.verbose)
-    if search and config.beir:
-        print(json.dumps(embedding_prediction.score_beir(config)), flush=True)
+    if data:
+        print(json.dumps(embedding_prediction.score_beir(config, data)), flush=True)
     elif search:
         for result in embedding_prediction.search_corpus(config):
             print(json.dumps(result, ensure_ascii=False) if args.json else format_search_result(result), flush=True)

@@ -139,14 +139,20 @@ def search_corpus(config: EmbeddingPredictionConfig) -> List[dict]:
             for query, query_scores, query_rows in zip(config.texts, scores, rows)]
 
 
-def score_beir(config: EmbeddingPredictionConfig) -> dict:
-    """--beir: the split's queries ranked against its corpus; nDCG@10, recall@100, MRR@10 (and the run file)."""
+def read_beir_split(config: EmbeddingPredictionConfig):
+    """--beir's split, read and checked whole, and --run-file checked, before any model loads."""
     from mlm_tpu.embedding.beir import read_beir
-    from mlm_tpu.embedding.retrieval import evaluate_retrieval
 
     data = read_beir(config.beir, config.split)
     if config.run_file and os.path.exists(config.run_file):
         raise UserError(f"--run-file {config.run_file} exists; name a new file (it is never overwritten)")
+    return data
+
+
+def score_beir(config: EmbeddingPredictionConfig, data) -> dict:
+    """--beir: the split's queries ranked against its corpus; nDCG@10, recall@100, MRR@10 (and the run file)."""
+    from mlm_tpu.embedding.retrieval import evaluate_retrieval
+
     embedder = Embedder(config.model, config.max_length, config.batch_size)
     scores = evaluate_retrieval(embedder, data, config.run_file, os.path.basename(os.path.abspath(config.model)))
     return {"beir": config.beir, "split": config.split, "queries": len(data.queries), "documents": len(data.corpus),
