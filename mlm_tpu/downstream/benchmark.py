@@ -50,6 +50,7 @@ from mlm_tpu.configuration import check_ranges, from_keywords, setting, to_dict
 from mlm_tpu.console import log, logger
 from mlm_tpu.corpus import Corpus, CorpusSource
 from mlm_tpu.downstream import movie_reviews, reference
+from mlm_tpu.downstream.retrieval import retrieval_specs, run_retrieval_benchmark
 from mlm_tpu.downstream.report import SPREAD, kept_epoch_words, run_score, task_entry, with_mean
 from mlm_tpu.downstream.tasks import (DEFAULT_TASKS, GLUE_DATASET, DownstreamTask, check_available, parse_tasks,
                                       with_columns)
@@ -162,6 +163,9 @@ def run_benchmark(config: DownstreamConfig) -> dict:
     """Fine-tune every (task, seed, model) run not finished yet, then report; see the module's docstring."""
     check_ranges(config)
     check_choices(config)
+    retrieval = retrieval_specs(config.tasks)  # BEIR folders and the inverse cloze task: downstream/retrieval.py
+    if retrieval:
+        return run_retrieval_benchmark(config, retrieval)
     tasks = parse_tasks(config.tasks, config.glue_dataset)
     model_config, tokenizer = check_model(config.model, config.protocol.max_length)
     # one pooling for every row: the model's own unless given (a mean-pooled classifier's runs read the mean, and
