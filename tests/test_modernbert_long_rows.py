@@ -17,7 +17,7 @@ from conftest import MAX_LENGTH, assert_user_error
 from test_modernbert import perturb
 from test_modernbert_training import dynamic_dimensions
 
-# a global layer and two local ones with a window of 16 (8 each side); rows of 700 tokens: two query chunks of 512
+# a global layer and two local ones with a window of 16 (8 each side); rows of 700 tokens: three query chunks of 256
 SHAPE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=2,
              local_attention=16, pad_token_id=0, max_position_embeddings=1024)
 LENGTH = 700
@@ -77,7 +77,7 @@ def packed_batch():
 
 def test_blocked_and_chunked_attention_give_the_dense_logits_and_gradients_with_padding_and_packing(dense_model):
     """The same weights, the same packed and padded rows: logits at real tokens and every weight's gradient of the
-    loss within 1e-5 of the dense attention's (two query chunks of the global layer, 44 blocks of each local one).
+    loss within 1e-5 of the dense attention's (three query chunks of the global layer, 88 blocks of each local one).
     The dense reference is not the model's own code: with the documents' ids dropped it differs (so would a wrong
     mask)."""
     import tensorflow as tf
@@ -169,6 +169,7 @@ def test_context_extension_overrides_win_over_a_checkpoints_config_and_are_saved
     assert not (tmp_path / "extended").exists()
     result = in_process(*flags, "--config-overrides", "max_position_embeddings=8192,global_rope_theta=160000")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Memory plan per replica (2 x {MAX_LENGTH} tokens, float32): about" in result.stderr
     saved = json.loads((tmp_path / "extended" / "config.json").read_text())
     assert saved["max_position_embeddings"] == 8192
     assert saved["rope_parameters"] == {"full_attention": {"rope_theta": 160_000.0, "rope_type": "default"},
@@ -192,3 +193,19 @@ def test_overrides_that_change_a_shape_or_give_a_bad_window_are_one_error_line(i
                         "--max-steps", 1, "--config-overrides", overrides, "--output-dir", tmp_path / "out")
     assert_user_error(result, *words)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_memory_plan_counts_every_weight_and_grows_with_the_row_not_its_square():
+    """The plan's weights are the built model's (4 bytes each), Adam's state twice them; its activations at 8,192
+    tokens are about 8 times those at 1,024 (the window's and the chunks' cost), not 64 times."""
+    from mlm_tpu.modernbert import memory
+    from mlm_tpu.modernbert.config import ModernBertConfig
+    from mlm_tpu.modernbert.model import build
+
+    config = ModernBertConfig(**{**SHAPE, "max_position_embeddings": 8192})
+    model = build(config)
+    short, long = memory.plan(config, 1024, 1), memory.plan(config, 8192, 1)
+    assert short.weights == 4 * sum(variable.shape.num_elements() for variable in model.trainable_variables)
+    assert short.optimizer_state == 2 * short.weights
+    activations = [plan.global_layers + plan.local_layers + plan.head for plan in (short, long)]
+    assert 7.5 < activations[1] / activations[0] < 8.5

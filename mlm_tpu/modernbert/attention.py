@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 MASKED = -1e9  # added to a masked score before the softmax: exp() of it is 0 in float32, and never NaN
-QUERY_CHUNK = 512  # global layers: scores of this many queries at a time ([batch, heads, 512, length] float32)
+QUERY_CHUNK = 256  # global layers: scores of this many queries at a time ([batch, heads, 256, length] float32)
 
 
 def padded_to(values: tf.Tensor, multiple: int, value=0, before: int = 0) -> tf.Tensor:

@@ -123,6 +123,18 @@ class ModernBertFamily:
     def training_flops(self, config, length: int, head: str, head_positions: Optional[int]) -> Optional[float]:
         return flops.training_flops(config, length, head, head_positions)
 
+    def memory_plan(self, model, optimizer_state: int, length: int, batch: int) -> str:
+        """The start-up log's line of what a replica holds to train `model` at `batch` rows of `length` (memory.py),
+        in the compute type Keras' policy sets; the head counted at every position (the sparse head needs less)."""
+        import tf_keras as keras
+
+        from mlm_tpu.modernbert import memory
+
+        compute = keras.mixed_precision.global_policy().compute_dtype
+        plan = memory.plan(model.config, length, batch, memory.BFLOAT16 if compute == "bfloat16" else memory.FLOAT32,
+                           optimizer_state)
+        return plan.describe(length, batch, compute)
+
     packs_documents = True  # pretraining's default: attention within each document of a packed row (masks.py)
     projection_modules = ("Wqkv", "Wo", "Wi")  # attn.Wqkv, attn.Wo, mlp.Wi, mlp.Wo: PEFT has no default for it
 

@@ -26,6 +26,7 @@ import tf_keras as keras
 import mlm_tpu.version  # mlm_tpu.__version__ without the front door's API
 from mlm_tpu.claim import claimed
 from mlm_tpu.configuration import to_dict
+from mlm_tpu.model_folder import families
 from mlm_tpu.console import log
 from mlm_tpu.output_dir import RUN_INFO_FILE, write_json
 from mlm_tpu.shards.mixture import Mixture
@@ -42,7 +43,7 @@ from mlm_tpu.training.input import (InputPlan, Plan, find_training_shards, globa
                                     training_input, units_per_step)
 from mlm_tpu.training.loop import BEFORE_TRAINING_KEY, Loop, LoopState, Run
 from mlm_tpu.training.multi_worker import cluster_errors, worker_of
-from mlm_tpu.training.optimizers import with_schedule_defaults
+from mlm_tpu.training.optimizers import state_bytes, with_schedule_defaults
 from mlm_tpu.training.run_logs import RunLogs
 from mlm_tpu.training.run_settings import result_settings, resumed_changes
 from mlm_tpu.training.step import build_model_and_optimizer, make_train_steps
@@ -127,6 +128,9 @@ class Trainer:
             f"{len(shards.files)} shards -> {plan.steps_per_epoch} steps per epoch, {plan.total_steps} steps in all")
         if planned.warmup:
             log(planned.warmup.describe(shards.length, config.batch_size_warmup_tokens))
+        memory_plan = getattr(families.of_model(model), "memory_plan", None)  # a family that plans its long rows
+        if memory_plan:
+            log(memory_plan(model, state_bytes(optimizer), shards.length, config.per_replica_batch_size))
         settings = result_settings(config, plan.global_batch_size, shards.files, shards.counts)
         with strategy.scope():
             backup = self.worker.backup(Backup, os.path.join(config.output_dir, "backup"), model, optimizer)
