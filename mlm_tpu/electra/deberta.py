@@ -119,7 +119,7 @@ class DebertaDiscriminator(keras.Model):
 
     def __init__(self, encoder: TFDebertaV2Model):
         super().__init__(name="deberta_discriminator")
-        self.encoder = encoder
+        self.encoder = with_keyed_dropout(encoder)
         self.head = ReplacedTokenHead(encoder.config, name="replaced_token_head")
         self.config = encoder.config
 
@@ -162,9 +162,37 @@ class DebertaDiscriminator(keras.Model):
         return True
 
 
+class TableDropout(keras.layers.Dropout):
+    """Dropout of DeBERTa's relative-position table (`pos_dropout`), which has no rows of the batch: keyed by the
+    step's first key of this layer (training/dropout.py's, where the trainer keys dropout), the whole table at once,
+    so a resumed run drops what the uninterrupted one dropped."""
+
+    def call(self, inputs, training=None):
+        keys = getattr(self._random_generator, "keys", None)
+        if not training or keys is None or not self.rate:
+            return super().call(inputs, training=training)
+        seed = keys.seeds_for(self._random_generator.layer)[0]
+        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+
+
+def with_keyed_dropout(model):
+    """`model` with every DeBERTa StableDropout replaced by a Keras Dropout of its rate (the same function: inverted
+    dropout, its gradient masked alike). StableDropout draws from a stateful Bernoulli that no checkpoint holds, so a
+    resumed run would drop other units than the uninterrupted one; a Keras Dropout is what training/dropout.py keys
+    by (seed, step, pipeline, layer)."""
+    from transformers.models.deberta_v2.modeling_tf_deberta_v2 import TFDebertaV2StableDropout
+
+    for layer in list(model.submodules):
+        for name, value in list(vars(layer).items()):
+            if isinstance(value, TFDebertaV2StableDropout):
+                dropout = TableDropout if name == "pos_dropout" else keras.layers.Dropout
+                setattr(layer, name, dropout(value.drop_prob, name=value.name))
+    return model
+
+
 def new_discriminator(config) -> DebertaDiscriminator:
     return DebertaDiscriminator(TFDebertaV2Model(config))
 
 
 def new_generator(config) -> TFDebertaV2ForMaskedLM:
-    return TFDebertaV2ForMaskedLM(config)
+    return with_keyed_dropout(TFDebertaV2ForMaskedLM(config))

@@ -11,7 +11,8 @@ from typing import Tuple
 
 from mlm_tpu.console import log
 from mlm_tpu.electra.continued import GENERATOR_FLAG
-from mlm_tpu.electra.deberta import (MODEL_TYPE, DebertaDiscriminator, generator_config, new_generator)
+from mlm_tpu.electra.deberta import (MODEL_TYPE, DebertaDiscriminator, generator_config, new_generator,
+                                     with_keyed_dropout)
 from mlm_tpu.electra.sharing import SHARING_WORDS, start_from_tables, token_table
 from mlm_tpu.errors import UserError
 from mlm_tpu.mlm.continued import FLAG, continued_config
@@ -71,6 +72,7 @@ def continued_deberta_pretrainer(config, tokenizer, discriminator_weight: float,
     if generator_name:
         generator, _ = load_with_new_head(generator_name, TFDebertaV2ForMaskedLM, generator_settings, generator_flag,
                                           config.config_overrides)
+        generator = with_keyed_dropout(generator)
     else:
         generator = new_generator(generator_config(discriminator_config))
     model = ElectraPretrainer(generator, discriminator, discriminator_weight, sharing)

@@ -88,7 +88,9 @@ def _load_discriminator(folder: str, family: str, flag: str):
 def _load_generator(generator_folder: str, family: str, flag: str):
     from transformers import TFDebertaV2ForMaskedLM, TFElectraForMaskedLM
 
-    from mlm_tpu.electra.deberta import MODEL_TYPE
+    from mlm_tpu.electra.deberta import MODEL_TYPE, with_keyed_dropout
     from mlm_tpu.model_folder.loading import load_model
 
-    return load_model(generator_folder, TFDebertaV2ForMaskedLM if family == MODEL_TYPE else TFElectraForMaskedLM, flag)
+    if family != MODEL_TYPE:
+        return load_model(generator_folder, TFElectraForMaskedLM, flag)
+    return with_keyed_dropout(load_model(generator_folder, TFDebertaV2ForMaskedLM, flag))
