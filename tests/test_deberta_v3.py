@@ -59,6 +59,21 @@ def test_the_presets_are_the_rtd_configs_shapes_and_the_generator_half_their_dep
         "deberta-v3-base": (6, 768), "deberta-v3-large": (12, 1024)}
 
 
+def test_the_deberta_v3_recipe_is_settings_the_trainer_takes_each_with_its_source():
+    from mlm_tpu.cli.train import build_config, build_parser
+    from mlm_tpu.configuration import check_ranges
+    from mlm_tpu.tasks import check_settings
+    from mlm_tpu.training.recipes import RECIPES
+
+    config = build_config(build_parser().parse_args(["--train-dataset", "s", "--output-dir", "o", "--recipe",
+                                                     "deberta-v3"]))
+    check_ranges(config)
+    check_settings(config)
+    for key, value in RECIPES["deberta-v3"].settings.items():
+        assert getattr(config, key) == value and RECIPES["deberta-v3"].source_of(key), key
+    assert (config.task, config.embedding_sharing, config.learning_rate) == ("electra", "gdes", 1e-4)
+
+
 def batch_of(seed=0):
     import tensorflow as tf
 

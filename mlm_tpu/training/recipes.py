@@ -123,6 +123,21 @@ RECIPES: Dict[str, Recipe] = {
           "Clark et al. 2020 (arXiv:2003.10555), table 6 (Base): lr 2e-4, Adam epsilon 1e-6, beta (0.9, 0.999), "
           "weight decay 0.01, 10,000 warm-up steps, linear decay, batch 256, 766K steps, 15% masked"),
          (("max_grad_norm",), "google-research/electra, model/optimization.py: the global norm clipped at 1.0"))),
+    "deberta-v3": Recipe(
+        "DeBERTa-v3-base's pretraining (replaced-token detection, GDES)", {
+            "task": "electra", "embedding_sharing": "gdes", "discriminator_weight": 50.0, "optimizer": "adamw",
+            "lr_schedule": "linear", "learning_rate": 1e-4, "warmup_steps": 10_000, "max_steps": 1_000_000,
+            **batch_of(256), "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-6, "weight_decay_rate": 0.01,
+            "max_grad_norm": 1.0, "mlm_probability": 0.15},
+        ((("task", "embedding_sharing", "discriminator_weight", "mlm_probability"),
+          "He, Gao, Chen 2023 (arXiv:2111.09543), sections 2.2 and 3: RTD with the generator's MLM loss + lambda 50 x "
+          "the discriminator's, gradient-disentangled embedding sharing, 15% masked"),
+         (("optimizer", "lr_schedule", "learning_rate", "warmup_steps", "max_steps", *BATCH),
+          "microsoft/DeBERTa, experiments/language_model/rtd.sh (deberta-v3-base): lr 1e-4, warm-up 10,000, batch "
+          "256, 1,000,000 training steps, warmup_linear"),
+         (("adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay_rate", "max_grad_norm"),
+          "microsoft/DeBERTa, DeBERTa/optims/args.py: Adam beta (0.9, 0.999), epsilon 1e-6, weight decay 0.01, the "
+          "global norm clipped at 1"))),
     "t5": Recipe(
         "T5's pretraining (span corruption)", {
             "task": "span-corruption", "optimizer": "adafactor", "lr_schedule": "rsqrt", "warmup_steps": 10_000,
