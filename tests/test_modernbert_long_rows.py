@@ -209,3 +209,83 @@ def test_the_memory_plan_counts_every_weight_and_grows_with_the_row_not_its_squa
     assert short.optimizer_state == 2 * short.weights
     activations = [plan.global_layers + plan.local_layers + plan.head for plan in (short, long)]
     assert 7.5 < activations[1] / activations[0] < 8.5
+
+
+@pytest.mark.slow
+def test_a_1024_token_checkpoint_continued_at_8192_loads_in_transformers_5_with_its_fill_mask(
+        in_process, wikitext_tokenizer, wikitext_path, tmp_path):
+    """Context extension end to end: a ModernBERT of 1,024 positions and a global rotary base of 10,000, continued by
+    train.py on 8,192-token packed shards with max_position_embeddings=8192,global_rope_theta=160000. transformers 5
+    loads the folder (every key used) with those values; its eager logits on a whole 8,192-token row are mlm_tpu's
+    (1e-4), and `predict fill-mask` on a ~6,000-token document gives transformers 5's top 5 and probabilities
+    (1e-4)."""
+    from transformers import TFAutoModelForMaskedLM
+
+    from conftest import REPO_ROOT, pytorch_python, run_train
+    from test_model_families import small_modernbert_folder
+    from mlm_tpu.model_folder.loading import load_pretrained
+    from mlm_tpu.tokenizer.load import load_tokenizer
+
+    python = pytorch_python()  # skips at once without one
+    tokenizer = load_tokenizer(str(wikitext_tokenizer[0]))
+    tokenizer.model_max_length = 8192
+    tokenizer.save_pretrained(str(tmp_path / "tokenizer"))
+    sharded = in_process("shard", "--tokenizer", tmp_path / "tokenizer", "--text-files", wikitext_path,
+                         "--max-length", 8192, "--output-dir", tmp_path / "shards")
+    assert sharded.returncode == 0, sharded.stderr[-2000:]
+    base = small_modernbert_folder(tmp_path / "base", tmp_path / "tokenizer", num_hidden_layers=3,
+                                   layer_types=("full_attention", "sliding_attention", "sliding_attention"),
+                                   local_attention=16, max_position_embeddings=1024, global_rope_theta=10_000.0)
+    extended = tmp_path / "extended"
+    result = run_train("--model-name-or-path", base, "--train-dataset", tmp_path / "shards" / "train",
+                       "--config-overrides", "max_position_embeddings=8192,global_rope_theta=160000",
+                       "--per-replica-batch-size", 1, "--max-steps", 2, "--output-dir", extended)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    words = " ".join(wikitext_path.read_text(encoding="utf-8").split("\n")[:3000]).split()
+    long_row = tokenizer(" ".join(words[:12000]))["input_ids"][:8192]  # a whole row of text, no padding
+    document = " ".join(words[:4000])
+    while len(tokenizer(document)["input_ids"]) > 6000:
+        document = document.rsplit(" ", 50)[0]
+    middle = document.split(" ")
+    middle[len(middle) // 2] = "[MASK]"
+    document = " ".join(middle)
+    ids = tokenizer(document)["input_ids"]
+    assert len(long_row) == 8192 and 5000 < len(ids) <= 6000
+    padded = np.zeros((2, 8192), np.int64)
+    padded[0] = long_row
+    padded[1, :len(ids)] = ids
+    attention_mask = np.zeros_like(padded)
+    attention_mask[0] = 1
+    attention_mask[1, :len(ids)] = 1
+    np.savez(tmp_path / "inputs.npz", input_ids=padded, attention_mask=attention_mask)
+    checked = subprocess_json(python, str(REPO_ROOT / "tests" / "modernbert_long_check.py"), extended,
+                              tmp_path / "inputs.npz", tmp_path / "pt5.npz")
+    assert (checked["missing"], checked["unexpected"]) == ([], [])
+    assert checked["max_position_embeddings"] == 8192
+    assert checked["rope_parameters"]["full_attention"]["rope_theta"] == 160_000
+    assert checked["rope_parameters"]["sliding_attention"]["rope_theta"] == 10_000
+    theirs = np.load(tmp_path / "pt5.npz")
+
+    model, _ = load_pretrained(str(extended), TFAutoModelForMaskedLM)
+    ours = model({"input_ids": padded[:1], "attention_mask": attention_mask[:1]}).logits.numpy()[0]
+    assert np.abs(ours - theirs["logits_0"]).max() < 1e-4
+
+    predicted = in_process("predict", "fill-mask", "--model", extended, "--json", "--top-k", 5, document)
+    assert predicted.returncode == 0, predicted.stderr[-2000:]
+    (candidates,) = json.loads(predicted.stdout.splitlines()[-1])["predictions"]
+    mask_at = ids.index(tokenizer.mask_token_id)
+    logits = theirs["logits_1"][mask_at].astype(np.float64)
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    expected = np.argsort(-probabilities)[:5]
+    assert [candidate["token"] for candidate in candidates] == expected.tolist()
+    assert np.abs(np.array([candidate["score"] for candidate in candidates]) - probabilities[expected]).max() < 1e-4
+
+
+def subprocess_json(python: str, *arguments) -> dict:
+    import subprocess
+
+    result = subprocess.run([python, *map(str, arguments)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
