@@ -143,11 +143,33 @@ def test_the_saved_discriminator_holds_e_g_plus_e_delta_and_loading_reads_the_sa
         "DebertaV2ForMaskedLM"]
     assert (tmp_path / "run" / "replaced_token_head.safetensors").is_file()
 
+    check_fine_tuning_starts_from_it(tmp_path / "run", model.discriminator.encoder)
     loaded, _ = load_electra_folders(str(tmp_path / "run"))
     batch = batch_of(1)
     expected, found = (pretrainer.on_batch(batch, training=False) for pretrainer in (model, loaded))
     np.testing.assert_allclose(found.logits.numpy(), expected.logits.numpy(), atol=1e-5)
     np.testing.assert_allclose(found.loss.numpy(), expected.loss.numpy(), rtol=1e-5)
+
+
+def check_fine_tuning_starts_from_it(folder, encoder):
+    """`--task sequence-classification --model-name-or-path <folder>`: the encoder line's checks take the saved
+    discriminator, and every weight of its encoder is the saved one (merged embeddings included), the head alone new."""
+    from transformers import AutoConfig
+
+    from mlm_tpu.model_folder.configs import read_model_config
+    from mlm_tpu.model_folder.loading import load_with_new_head
+    from mlm_tpu.tasks import make_task
+
+    task = make_task("sequence-classification")
+    task.check_base(read_model_config(str(folder), "--model-name-or-path"), f"--model-name-or-path {folder}")
+    model, new = load_with_new_head(str(folder), task.head_class, AutoConfig.from_pretrained(folder, num_labels=3),
+                                    "--model-name-or-path")
+    assert new and all(name.startswith(("classifier.", "pooler.")) for name in new), new
+    saved = {weight.name.split("/", 1)[1]: weight.numpy() for weight in encoder.weights}
+    loaded = {weight.name.split("/", 1)[1]: weight.numpy() for weight in model.deberta.weights}
+    assert loaded.keys() == saved.keys() and len(loaded) > 10
+    embeddings = "deberta/embeddings/word_embeddings/weight:0"
+    assert all(np.array_equal(loaded[name], saved[name]) for name in saved if name != embeddings)
 
 
 # --- bad input: one line each, nothing written ---
