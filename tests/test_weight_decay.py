@@ -25,7 +25,8 @@ def tiny_model(family: str):
         model = TFAutoModelForMaskedLM.from_config(masked_lm_config(vocab_size=VOCABULARY, max_position_embeddings=34,
                                                                     **shape))
     elif family == "electra":
-        discriminator = ElectraConfig(vocab_size=VOCABULARY, max_position_embeddings=32, **electra.PRESETS["electra-tiny"])
+        discriminator = ElectraConfig(vocab_size=VOCABULARY, max_position_embeddings=32,
+                                      **electra.PRESETS["electra-tiny"])
         model = ElectraPretrainer.from_configs(electra.generator_config(discriminator, 0.5), discriminator)
     elif family == "t5":
         model = TFT5ForConditionalGeneration(T5Config(vocab_size=VOCABULARY, **T5_PRESETS["t5-tiny"]))

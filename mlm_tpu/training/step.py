@@ -116,15 +116,28 @@ def make_train_steps(strategy, model, optimizer, dropout_keys, jit_compile: bool
 
     def clipped(gradients):
         """(the gradients summed over the replicas and clipped to max_grad_norm, [their global norm, clipped or not])
-        (each replica returns its share of the two, which the sum over replicas adds up)."""
+        (each replica returns its share of the two, which the sum over replicas adds up). An embedding's rows
+        (IndexedSlices) stay rows: made dense, they would take the optimizer's dense update, another numeric path, so
+        a run below the limit would no longer be the run without it bit for bit (scaled by 1.0, a number is itself)."""
         context = tf.distribute.get_replica_context()
-        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(gradient)
-                                                                 for gradient in gradients])
-        norm = tf.linalg.global_norm(summed)
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, list(gradients))
+        norm = tf.linalg.global_norm([rows_added_up(gradient) for gradient in summed])
         over = norm > max_grad_norm
         scale = tf.where(over, max_grad_norm / norm, 1.0)
         replicas = float(context.num_replicas_in_sync)
-        return [gradient * scale for gradient in summed], tf.stack([norm, tf.cast(over, tf.float32)]) / replicas
+        return [scaled(gradient, scale) for gradient in summed], tf.stack([norm, tf.cast(over, tf.float32)]) / replicas
+
+    def rows_added_up(gradient):
+        """An embedding's rows with each row's repeats added up (the norm of the gradient, not of its pieces)."""
+        if not isinstance(gradient, tf.IndexedSlices):
+            return gradient
+        rows, positions = tf.unique(gradient.indices)
+        return tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(rows)[0])
+
+    def scaled(gradient, scale):
+        if isinstance(gradient, tf.IndexedSlices):
+            return tf.IndexedSlices(gradient.values * scale, gradient.indices, gradient.dense_shape)
+        return gradient * scale
 
     def replica_step(batch):
         weights_here = task.loss_weights(batch)
