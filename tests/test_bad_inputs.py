@@ -465,6 +465,24 @@ def decay_ratio_above_one(inputs):
     return train_flags(inputs, None, "--lr-schedule", "wsd", "--decay-ratio", "1.5")
 
 
+@row("train", "--decay-ratio 0.5 sets the share of the steps, at the end, that decay under --lr-schedule wsd",
+     "--lr-schedule linear does not read it", absent=("model",))
+def decay_ratio_of_a_schedule_without_one(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "linear", "--decay-ratio", "0.5")
+
+
+@row("train", "--decay-shape linear sets the shape of the decay of --lr-schedule wsd",
+     "--lr-schedule cosine does not read it", absent=("model",))
+def decay_shape_of_cosine(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "cosine", "--decay-shape", "linear")
+
+
+@row("train", "--min-learning-rate 0.0001 sets the rate at the end of the decay of --lr-schedule wsd or cosine",
+     "--lr-schedule linear does not read it", absent=("model",))
+def minimum_rate_of_linear(inputs):
+    return train_flags(inputs, None, "--lr-schedule", "linear", "--min-learning-rate", "1e-4")
+
+
 @row("train", "--eval-mlm-probability", "span-corruption", absent=("model",))
 def eval_mlm_probability_without_masking(inputs):
     return train_flags(inputs, None, "--task", "span-corruption", "--eval-mlm-probability", "0.15")

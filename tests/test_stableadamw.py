@@ -31,8 +31,8 @@ def test_each_schedule_equals_its_formula(kind, shape):
     from mlm_tpu.training.optimizers import make_optimizer, with_schedule_defaults
 
     config = with_schedule_defaults(TrainingConfig(
-        "s", "o", lr_schedule=kind, learning_rate=1e-3, warmup_steps=10, min_learning_rate=1e-5, decay_ratio=0.2,
-        decay_shape=shape or "1-sqrt"))
+        "s", "o", lr_schedule=kind, learning_rate=1e-3, warmup_steps=10, min_learning_rate=1e-5 if kind != "constant"
+        else 0.0, decay_ratio=0.2, decay_shape=shape or "1-sqrt"))
     schedule = make_optimizer(config, total_steps=100)._get_hyper("learning_rate")
     for step in STEPS:
         assert abs(float(schedule(step)) - formula(kind, step, shape=shape)) < 1e-7, (kind, shape, step)

@@ -70,6 +70,17 @@ class BatchWarmup:
         """Units per step over the warm-up, step by step (for the input pipeline's grouping)."""
         return [self.batch_at(step) // self.start for step in range(self.end)]
 
+    def ends_inside(self, total_steps: int) -> Optional[str]:
+        """A line for a run of `total_steps` steps that ends before the full batch (whose every step trains fewer
+        rows than the batch it was given), else None."""
+        if total_steps > self.end:
+            return None
+        smallest, largest = self.batch_at(0), self.batch_at(total_steps - 1)
+        rows = f"at {smallest}" if smallest == largest else f"at {smallest} to {largest}"
+        return (f"The run ends inside its batch warm-up: every step trains {rows} of {self.full} rows (its "
+                f"{total_steps:,} steps end before step {self.end + 1:,}, the first of the full batch); give more "
+                "--max-steps or fewer --batch-size-warmup-tokens to train at the full batch")
+
     def describe(self, row_tokens: int, tokens: int) -> str:
         sizes = ", ".join(f"{batch} from step {first + 1}" for first, batch in self.stages)
         return (f"Batch-size warm-up: the global batch grows from {self.start} to {self.full} over the first "

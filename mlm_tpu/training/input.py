@@ -97,7 +97,10 @@ def plan_input(config: TrunkConfig, shards: ShardSet, strategy, record: Optional
     if config.pack:
         packing = packed_rows(shards, layout, seed=config.seed, window=config.shuffle_buffer_size,
                               recorded=record.loop.get("packed_rows") if record else None)
-    return InputPlan(layout, packing, plan_steps(config, shards, layout, packing, full // unit), warmup)
+    plan = plan_steps(config, shards, layout, packing, full // unit)
+    if warmup and warmup.ends_inside(plan.total_steps):
+        log(warmup.ends_inside(plan.total_steps))
+    return InputPlan(layout, packing, plan, warmup)
 
 
 def training_input(config: TrunkConfig, shards: ShardSet, layout: BatchLayout, make_transform, *,

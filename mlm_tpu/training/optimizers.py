@@ -68,6 +68,7 @@ def with_schedule_defaults(config):
                                  ("--lr-schedule", config.lr_schedule, SCHEDULES)):
         if value not in allowed:
             raise UserError(f"{flag} must be one of {', '.join(allowed)}, not '{value}'")
+    check_schedule_settings(config)
     if config.lr_schedule != "rsqrt":
         if config.base_learning_rate is not None:
             raise UserError("--base-learning-rate is T5X's base of --lr-schedule rsqrt (the rate base / sqrt(max(step, "
@@ -85,6 +86,26 @@ def with_schedule_defaults(config):
                         f"1/sqrt(step), is infinite at step 0); give --warmup-steps {RSQRT_WARMUP_STEPS} (T5's) or any "
                         "number above 0")
     return dataclasses.replace(config, warmup_steps=warmup, learning_rate=_rsqrt_peak(config, warmup))
+
+
+# The settings only some schedules read: (setting, the schedules that read it, what it does there)
+SCHEDULE_SETTINGS = (("decay_ratio", ("wsd",), "the share of the steps, at the end, that decay under"),
+                     ("decay_shape", ("wsd",), "the shape of the decay of"),
+                     ("min_learning_rate", DECAYING_TO_MINIMUM, "the rate at the end of the decay of"))
+
+
+def check_schedule_settings(config) -> None:
+    """Refuse, in one line, a schedule setting given away from its default to a schedule that does not read it (the
+    run would go on as if it had not been given: `--lr-schedule linear --min-learning-rate 1e-4` still decays to 0)."""
+    defaults = type(config).__dataclass_fields__
+    for name, schedules, meaning in SCHEDULE_SETTINGS:
+        value = getattr(config, name)
+        if config.lr_schedule in schedules or value == defaults[name].default:
+            continue
+        flag, shown, readers = "--" + name.replace("_", "-"), f"{value:g}" if isinstance(value, float) else value, \
+            " or ".join(schedules)
+        raise UserError(f"{flag} {shown} sets {meaning} --lr-schedule {readers}; --lr-schedule {config.lr_schedule} "
+                        f"does not read it, so it would change nothing: drop {flag}, or choose --lr-schedule {readers}")
 
 
 def _rsqrt_peak(config, warmup: int) -> float:
