@@ -39,8 +39,8 @@ baseline, runs/bench-downstream/pretrained/mlm-45min.
 Everything is cached under --root: a re-run does only what is missing (a killed pretraining resumes from its
 backup, finished fine-tuning runs are read back).
 
-The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA, and ModernBERT of as many weights
-as the masked LM's RoBERTa) at the headline budget,
+The table's rows: HEADLINE_RECIPES (the masked LM, whole-word masking, ELECTRA, DeBERTa-v3, and ModernBERT of as
+many weights as the masked LM's RoBERTa) at the headline budget,
 SHORT_RECIPES (the dense head, span masking) at 10 CPU minutes, labelled so, then scratch, the reference rows and the
 floor.
 
@@ -101,6 +101,12 @@ DEFAULT_CONTINUED_MINUTES = 45  # the reference's continued pretraining (continu
 # ELECTRA on this recipe (its train.py flags on top): the discriminator RoBERTa tiny's shape
 ELECTRA_RECIPE = ["--task", "electra", "--model-config", "electra-tiny", "--config-overrides",
                   "embedding_size=64,hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
+# DeBERTa-v3 on this recipe: replaced-token detection with GDES (its default), `deberta-v3-tiny` (RoBERTa tiny's
+# 64 x 2 layers, 2 heads, feed-forward 256; relative attention with 32 buckets, no absolute positions), its generator
+# half its depth (1 layer); dropout off as ELECTRA's. Judged against the first recipe's scratch, as ELECTRA is (the
+# encoder tasks build no DeBERTa-v3 preset from scratch)
+DEBERTA_V3_RECIPE = ["--task", "electra", "--model-config", "deberta-v3-tiny", "--config-overrides",
+                     "hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
 # ModernBERT on this recipe: `modernbert-tiny` (3 layers of 64, a global then two local layers with a window of 64,
 # 2 heads), its GeGLU 144 wide so it holds as many weights as RoBERTa tiny (269,824 against 270,528, whose 514
 # positions ModernBERT's rotary embeddings do without); ModernBERT has no dropout by default; packing without
@@ -108,7 +114,7 @@ ELECTRA_RECIPE = ["--task", "electra", "--model-config", "electra-tiny", "--conf
 MODERNBERT_RECIPE = ["--model-config", "modernbert-tiny", "--config-overrides", "intermediate_size=144"]
 # The headline table's recipes (train.py flags on top of PRETRAINING), at the headline budget
 HEADLINE_RECIPES = {"mlm": [], "whole-word": ["--masking", "whole-word"], "electra": ELECTRA_RECIPE,
-                    "modernbert": MODERNBERT_RECIPE}
+                    "deberta-v3": DEBERTA_V3_RECIPE, "modernbert": MODERNBERT_RECIPE}
 # Recipes of another architecture than the first recipe's, judged against their own shape from scratch (ELECTRA's
 # discriminator is RoBERTa tiny's shape: the first recipe's scratch is its own)
 OWN_SCRATCH = ("modernbert",)

@@ -100,9 +100,9 @@ def embeddings_difference(generator, discriminator) -> float:
 def continued_pretrainer(config, tokenizer, discriminator_weight: float, growth: Optional[Growth] = None,
                          sharing: str = "shared"):
     """The ElectraPretrainer of --model-name-or-path's discriminator and its generator, weights loaded, embeddings
-    tied (the discriminator's kept) unless `sharing` is none; with `growth` (vocabulary_growth), both grown to the extended tokenizer by
-    --new-embeddings, each from its own rows (the generator's output bias by its own; its embeddings are then the
-    discriminator's)."""
+    tied (the discriminator's kept) unless `sharing` is none; with `growth` (vocabulary_growth), both grown to the
+    extended tokenizer by --new-embeddings, each from its own rows (the generator's output bias by its own; its
+    embeddings are then the discriminator's)."""
     from transformers import TFElectraForMaskedLM, TFElectraForPreTraining
 
     from mlm_tpu.electra.model import ElectraPretrainer

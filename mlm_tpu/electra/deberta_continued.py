@@ -66,8 +66,9 @@ def continued_deberta_pretrainer(config, tokenizer, discriminator_weight: float,
         check_generator(generator_name, generator_flag, generator_settings, discriminator_config)
     encoder, missing = load_with_new_head(name, TFDebertaV2Model, discriminator_config, FLAG, config.config_overrides)
     if missing:
-        raise UserError(f"{FLAG} {name} lacks {len(missing)} weights of the DeBERTa-v2 encoder ({', '.join(missing[:3])}"
-                        f"{', ...' if len(missing) > 3 else ''}); is it a checkpoint of this model?")
+        raise UserError(f"{FLAG} {name} lacks {len(missing)} weights of the DeBERTa-v2 encoder "
+                        f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); is it a checkpoint of this "
+                        "model?")
     discriminator = DebertaDiscriminator(encoder)
     if generator_name:
         generator, _ = load_with_new_head(generator_name, TFDebertaV2ForMaskedLM, generator_settings, generator_flag,

@@ -85,10 +85,10 @@ def discriminator_token_losses(replaced: tf.Tensor, logits: tf.Tensor, attention
 
 
 class ElectraPretrainer(keras.Model):
-    """The generator and the discriminator (ELECTRA's or DeBERTa-v3's) as one Keras model, called on a masked batch (`input_ids`,
-    `attention_mask`, `labels`, `replacement_draws`, the sparse head's `masked_lm_positions`: `on_batch`). `config`
-    is the discriminator's, the model the output folder holds; `generator` and `discriminator` are saved as 🤗
-    folders of their own."""
+    """The generator and the discriminator (ELECTRA's or DeBERTa-v3's) as one Keras model, called on a masked batch
+    (`input_ids`, `attention_mask`, `labels`, `replacement_draws`, the sparse head's `masked_lm_positions`:
+    `on_batch`). `config` is the discriminator's, the model the output folder holds; `generator` and `discriminator`
+    are saved as 🤗 folders of their own; `sharing` is how they share their embeddings (sharing.py)."""
 
     def __init__(self, generator, discriminator, discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT,
                  sharing: str = "shared"):

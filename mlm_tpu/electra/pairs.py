@@ -55,8 +55,8 @@ def new_models(name_or_path: str, tokenizer, max_length: int, overrides: Optiona
         discriminator = deberta.discriminator_config(name_or_path, tokenizer, max_length, overrides)
         generator = deberta.generator_config(discriminator)
         shapes = (f"DeBERTa-v3: a discriminator of {discriminator.num_hidden_layers} layers of width "
-                  f"{discriminator.hidden_size}, a generator of half its depth ({generator.num_hidden_layers}) and that "
-                  "width")
+                  f"{discriminator.hidden_size}, a generator of half its depth ({generator.num_hidden_layers}) and "
+                  "that width")
         return deberta.new_generator(generator), deberta.new_discriminator(discriminator), shapes
     discriminator = presets.discriminator_config(name_or_path, tokenizer, max_length, overrides)
     ratio = presets.generator_size_ratio(name_or_path, generator_size_ratio)
