@@ -79,7 +79,7 @@ def test_grad_cache_and_two_replicas_give_the_one_pass_loss_and_gradients(pair_s
     the documents: another loss (0.69 away here)."""
     result = subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "embedding_check.py"),
                              str(pair_shards / "train"), str(wikitext_tokenizer[0])], capture_output=True, text=True,
-                            cwd=REPO_ROOT, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                            cwd=REPO_ROOT, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(found["ways"]) == {"grad_cache", "two_replicas", "two_replicas_grad_cache"}

@@ -24,6 +24,15 @@ def write_beir(folder, paragraphs, queries: int = 12):
     return folder
 
 
+def read_trec_run(path) -> dict:
+    """A TREC run file (`query Q0 document rank score name` lines) as pytrec_eval takes a run."""
+    run = {}
+    for line in open(path, encoding="utf-8"):
+        query, _, document, _, score, _ = line.split()
+        run.setdefault(query, {})[document] = float(score)
+    return run
+
+
 @pytest.fixture(scope="module")
 def paragraphs(wikitext_path):
     return [line.split() for line in wikitext_path.read_text(encoding="utf-8").splitlines()
@@ -48,7 +57,6 @@ def test_ndcg_equals_trec_eval_on_the_run_file_it_writes(tmp_path, paragraphs, w
     import pytrec_eval
 
     from mlm_tpu.embedding.beir import read_qrels
-    from mlm_tpu.embedding.retrieval import read_trec_run
 
     model = tmp_path / "model"
     saved_encoder(model, "tiny", wikitext_tokenizer[0])

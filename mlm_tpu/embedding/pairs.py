@@ -2,7 +2,8 @@
 sentence-embedding --input-column query --target-column positive --negative-columns negative`), each text cut to
 --max-length and padded: the query's as `input_ids` and `attention_mask` (the features the shard writer counts),
 the positive's as `positive_input_ids`, `positive_attention_mask`. The negatives of a row lie end to end in one
-feature (n x max_length tokens), so a split without them holds it empty. A first pass checks every row (each text there) before anything is written."""
+feature (n x max_length tokens), so a split without them holds it empty. A first pass checks every row (each text
+there) before anything is written."""
 
 from typing import Dict, Iterator, List, Sequence
 

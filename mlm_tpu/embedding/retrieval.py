@@ -3,7 +3,7 @@ embedded, exact search on the device (search.py), the ranking written as a TREC 
 MRR@10 computed by trec_eval's own code (pytrec-eval-terrier) from that same run, not by hand."""
 
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -30,21 +30,13 @@ def trec_run_lines(run: Dict[str, Dict[str, float]], name: str) -> List[str]:
     return lines
 
 
-def read_trec_run(path: str) -> Dict[str, Dict[str, float]]:
-    run: Dict[str, Dict[str, float]] = {}
-    with open(path, encoding="utf-8") as stream:
-        for line in stream:
-            query, _, document, _, score, _ = line.split()
-            run.setdefault(query, {})[document] = float(score)
-    return run
-
-
 def scores_of_run(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]]) -> Dict[str, float]:
     """nDCG@10, recall@100 and MRR@10 (trec_eval's reciprocal rank, the run cut at 10), each the mean over the
     judged queries (a query the run misses counts 0)."""
     import pytrec_eval
 
-    cut = {query: dict(sorted(found.items(), key=lambda item: (-item[1], item[0]))[:10]) for query, found in run.items()}
+    cut = {query: dict(sorted(found.items(), key=lambda item: (-item[1], item[0]))[:10])
+           for query, found in run.items()}
     deep = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"}).evaluate(run)
     shallow = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(cut)
     results = {}
@@ -53,7 +45,8 @@ def scores_of_run(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, flo
     return results
 
 
-def evaluate_retrieval(embed, data: RetrievalSet, run_file: str = None, name: str = "mlm_tpu") -> Dict[str, float]:
+def evaluate_retrieval(embed, data: RetrievalSet, run_file: Optional[str] = None, name: str = "mlm_tpu"
+                       ) -> Dict[str, float]:
     """`embed` (texts -> [texts, width]) judged on `data`: its scores, and the run written to `run_file`."""
     from mlm_tpu.embedding.search import top_k
 

@@ -9,7 +9,6 @@ GradCache. Each epoch, validation ranks every query of the validation split agai
 function), so `SentenceTransformer(folder)` embeds as mlm_tpu does.
 """
 
-import os
 from types import SimpleNamespace
 from typing import Dict, Optional
 
@@ -88,10 +87,11 @@ class SentenceEmbeddingTask(Task):
         if evaluation and evaluation.features["input_ids"] != self.length:
             raise UserError(f"--eval-dataset holds {evaluation.features['input_ids']}-token texts, "
                             f"--train-dataset {self.length}-token ones; shard both with the same --max-length")
-        log(f"Each query is scored against the global batch's positives"
-            f"{f' and {negatives} hard negative' + 's' * (negatives != 1) + ' per row' if negatives else ''}"
+        hard = f" and {negatives} hard negative{'s' * (negatives != 1)} per row" if negatives else ""
+        cached = config.grad_cache_mini_batch_size
+        log(f"Each query is scored against the global batch's positives{hard}"
             f"{', symmetric loss' if config.symmetric_loss else ''} (cosine x {config.similarity_scale:g})"
-            f"{f'; GradCache, {config.grad_cache_mini_batch_size} texts at a time' if config.grad_cache_mini_batch_size else ''}")
+            f"{f'; GradCache, {cached} texts at a time' if cached else ''}")
 
     def build_model(self, config, tokenizer, train: ShardSet):
         check_global_batch(config, tf.distribute.get_strategy().num_replicas_in_sync)
