@@ -95,13 +95,14 @@ def extended_wikitext_tokenizer(wikitext_tokenizer, wikitext_path, tmp_path_fact
 def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_grown_embeddings(
         electra_checkpoint, extended_wikitext_tokenizer):
     """The discriminator's embeddings (which the generator reads and predicts through) and the generator's output bias
-    gain a row per new piece, the mean of its pieces' rows; every old row as it was. The new bias is its pieces' mean
-    lowered by how much rarer the piece is than they are on the extension's corpus (the extension records their
-    frequencies: new_embeddings.bias_shifts), said in the log."""
+    gain a row per new piece, the mean of its pieces' rows; every old row as it was. The generator's new biases put
+    each new piece, at a mask with no context, on the line of the old pieces' logits there against log(1 + frequency)
+    on the extension's corpus (which records every base piece's: new_embeddings.prior_matched), said in the log."""
     import contextlib
     import io
 
     from mlm_tpu.electra.continued import continued_pretrainer
+    from mlm_tpu.model_folder.new_embeddings import frequency_line
     from mlm_tpu.tasks import TrainingConfig
     from mlm_tpu.tokenizer.load import load_tokenizer
     from mlm_tpu.training.vocabulary_growth import vocabulary_growth
@@ -118,7 +119,7 @@ def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_
         assert re.search(rf"the {part}'s vocabulary grows from {old_size:,} to {len(extended):,} .*mean-of-pieces",
                          log.getvalue()), log.getvalue()
         assert getattr(model, part).config.vocab_size == len(extended)
-    assert "its output bias their mean, lowered by the log of how much rarer" in log.getvalue()
+    assert "at a mask with no context, its logit is that of an old piece as frequent" in log.getvalue()
     assert model.generator.generator_lm_head.input_embeddings is model.discriminator.electra.embeddings
     weights = electra_checkpoint["weights"]
     old_rows = weights["discriminator/electra/embeddings/word_embeddings/weight:0"]
@@ -126,12 +127,14 @@ def test_electras_discriminator_and_generator_grow_each_by_the_rule_sharing_the_
     rows = model.discriminator.electra.embeddings.weight.numpy()
     bias = model.generator.generator_lm_head.bias.numpy()
     assert np.array_equal(rows[:old_size], old_rows) and np.array_equal(bias[:old_size], old_bias)
-    shifts = growth.bias_shifts
-    assert len(shifts) == 40 and max(shifts.values()) < 0  # each new word rarer than its pieces
     for index, pieces in growth.items():
         np.testing.assert_allclose(rows[index], old_rows[pieces].mean(axis=0), atol=1e-6)
-        np.testing.assert_allclose(bias[index], old_bias[pieces].mean() + shifts[index], atol=1e-6)
-    assert any(7 in pieces for pieces in growth.values())  # the favoured piece's bias is among the means
+    row, position = growth.mask
+    logits = model.generator(input_ids=np.array([row]), training=False).logits.numpy()[0, position]
+    intercept, slope = frequency_line(logits[:old_size], growth.frequencies.base)
+    new = sorted(growth)
+    np.testing.assert_allclose(logits[new], intercept + slope * np.log1p([growth.frequencies.new[index]
+                                                                          for index in new]), atol=1e-4)
 
 
 @pytest.mark.slow

@@ -1,18 +1,23 @@
 """The rows a checkpoint's embeddings (and its masked-LM head's output bias) gain for the pieces an extended tokenizer
-adds (`mlm-tpu tokenizer extend`), each initialised by one rule (`--new-embeddings`):
+adds (`mlm-tpu tokenizer extend`), each initialised by one rule (`--new-embeddings`), a pair of parts: how the rows
+start (ROWS) and how the output biases start (BIASES).
 
-- `mean-of-pieces` (the default): the mean of the old rows of the pieces the base tokenizer cuts the new piece into
-  (its model's cut of the piece as written, which is how it cut the word in text): Hewitt 2021, FOCUS's and
-  WECHSEL's starting point. A new word starts where the model read it before. Its output bias: the mean of its
-  pieces' biases, shifted by the log of how much rarer the new piece is than its pieces where the extension recorded
-  their frequencies on its corpus (`tokenizer extend`'s tokenizer_extension.json): log((f + 1) / geometric mean of
-  (f_i + 1)). Why: a masked-LM head's bias carries a piece's prior (its log frequency, up to a constant), and a
-  whole word is rarer than the pieces it was cut into; with the pieces' mean bias alone the new row's logit is the
-  mean of its pieces' logits, so it takes probability wherever any of its pieces fits (up to the mean of their
-  probabilities, by Jensen's inequality: Hewitt's bound) and starves the old pieces (on a tiny RoBERTa of 2,048
-  pieces extended by 500 IMDB words: a higher loss over all masked targets than random rows,
-  docs/benchmark-results/vocabulary_extension.md). Without recorded frequencies, the pieces' mean bias.
-- `mean`: the mean of all old rows (and of the old biases), as 🤗 PyTorch's `mean_resizing` centres them.
+- `mean-of-pieces` (the default): the rows, the mean of the old rows of the pieces the base tokenizer cuts the new
+  piece into (its model's cut of the piece as written, which is how it cut the word in text), as Fast Vocabulary
+  Transfer (Gee et al. 2022) starts a new token. The output bias, this project's own rule (issue 55):
+  prior_matched, which sets it so that at a mask with no context the new piece's logit is that of an old piece as
+  frequent on the extension's corpus (`tokenizer extend` records every base piece's frequency there). Why: a masked
+  LM's prior over pieces is its logits with no context, held by the bias and by the rows' product with the hidden
+  state in proportions that vary by model, and the prior a new word needs is the new domain's. The two rules this
+  replaces anchored the bias on the pieces' biases, which carry the old domain's prior: their mean (round 5) made a
+  new row's logit the mean of its pieces', so it took probability wherever one of them fitted (56% of the softmax
+  at old targets on a RoBERTa of IMDB); lowering it by log((f + 1) / geometric mean of (f_i + 1)) (round 6,
+  frequency_shift, also this project's) counted in nats a prior the bias did not carry, and put a BERT of
+  Wikipedia's new IMDB words at a loss above uniform's (docs/benchmark-results/vocabulary_extension.md). Without
+  the record (a tokenizer extended otherwise) or a mask token, the pieces' mean bias.
+- `mean`: the mean of all old rows (and of the old biases), as 🤗 PyTorch's `mean_resizing` centres them: Hewitt
+  2021's recommendation, whose bound (by Jensen's inequality, a new row's probability is at most the mean of the
+  old ones') keeps the new rows from taking over the softmax.
 - `random`: a truncated normal of the config's initializer_range and a zero bias, as transformers 4.57's TensorFlow
   `resize_token_embeddings` draws them (seeded here, so a run is repeatable).
 
@@ -23,26 +28,33 @@ Examples:
     >>> import numpy as np
     >>> embeddings = np.array([[0.0, 0.0], [2.0, 4.0], [4.0, 8.0]], dtype=np.float32)
     >>> rows, bias = resized(embeddings, np.array([0.0, 1.0, 3.0]), {3: [1, 2], 4: []}, "mean-of-pieces")
-    >>> rows[3].tolist(), float(bias[3]), rows[4].tolist(), float(bias[4])
+    >>> rows[3].tolist(), float(bias[3]), rows[4].tolist(), float(bias[4])  # without a model: the pieces' mean bias
     ([3.0, 6.0], 2.0, [2.0, 4.0], 0.0)
-    >>> shift = frequency_shift(99, [999, 999])  # a word seen 10 times less often than its pieces: log(1/10)
-    >>> round(shift, 4), float(resized(embeddings, np.array([0.0, 1.0, 3.0]), {3: [1, 2]}, "mean-of-pieces",
-    ...                                bias_shifts={3: shift})[1][3]) == 2.0 + shift
-    (-2.3026, True)
+    >>> round(frequency_shift(99, [999, 999]), 4)  # round 6's shift: a word seen 10 times less than its pieces
+    -2.3026
+    >>> [round(value, 4) for value in frequency_line(np.array([-1.0, 1.0, 3.0]), [0, 9, 99])]  # -1 + 2 log10(1 + f)
+    [-1.0, 0.8686]
 """
 
 import json
 import math
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from mlm_tpu.tokenizer.extension import EXTENSION_INFO_FILE, PADDING_PIECE, check_extension
 from mlm_tpu.tokenizer.load import tokenizer_fingerprint
 
-RULES = ("mean-of-pieces", "mean", "random")
+ROWS = ("pieces", "all", "random")  # a new row: its pieces' mean, the mean of all rows, a truncated normal
+# a new output bias: prior_matched's, its pieces' mean, that lowered by frequency_shift (round 6's rule),
+# frequency_line's at its frequency, the mean of all biases, 0
+BIASES = ("prior-matched", "pieces", "pieces-shifted", "frequency-matched", "all", "zero")
+RULES = {"mean-of-pieces": ("pieces", "prior-matched"), "mean": ("all", "all"), "random": ("random", "zero")}
+Mask = Tuple[Sequence[int], int]  # the tokenizer's framing of one mask token, and the mask's position in it
+Rule = Union[str, Tuple[str, str]]
 RULE_WORDS = {"mean-of-pieces": "the mean of the rows of the pieces the checkpoint's tokenizer cut its piece into",
               "mean": "the mean of all rows", "random": "drawn from a truncated normal, its bias 0"}
 DEFAULT_RULE = "mean-of-pieces"
@@ -67,6 +79,16 @@ def base_cuts(base, extended) -> Dict[int, List[int]]:
     return cuts
 
 
+@dataclass(frozen=True)
+class CorpusFrequencies:
+    """What `tokenizer extend` counted on the corpus it read (its tokenizer_extension.json): each new piece's
+    frequency, its base pieces' and, since it records them, every base piece's (by id)."""
+
+    new: Dict[int, int]
+    pieces: Dict[int, List[int]]
+    base: Optional[List[int]] = None
+
+
 def frequency_shift(frequency: int, piece_frequencies: Sequence[int]) -> float:
     """log((f + 1) / geometric mean of (f_i + 1)): how much rarer (below 0) a new piece of corpus frequency f is than
     the base pieces it was cut into (frequencies f_i), add-one smoothed (a BPE merge step, seen 0 times, stays
@@ -74,10 +96,10 @@ def frequency_shift(frequency: int, piece_frequencies: Sequence[int]) -> float:
     return math.log(frequency + 1) - sum(math.log(count + 1) for count in piece_frequencies) / len(piece_frequencies)
 
 
-def bias_shifts(extended) -> Optional[Dict[int, float]]:
-    """For each new piece of `extended` (a tokenizer made by `tokenizer extend`, its tokenizer_extension.json beside
-    it, recording this tokenizer), frequency_shift of its frequency and its base pieces' on the extension's corpus;
-    None where no such record holds them (a tokenizer extended otherwise, or by a list without a corpus)."""
+def corpus_frequencies(extended) -> Optional[CorpusFrequencies]:
+    """The frequencies `tokenizer extend` recorded for `extended` (its tokenizer_extension.json beside it, recording
+    this tokenizer); None where no such record holds them (a tokenizer extended otherwise, or by a list without a
+    corpus)."""
     path = os.path.join(getattr(extended, "name_or_path", "") or "", EXTENSION_INFO_FILE)
     if not os.path.isfile(path):
         return None
@@ -87,7 +109,9 @@ def bias_shifts(extended) -> Optional[Dict[int, float]]:
     if record.get("fingerprint") != tokenizer_fingerprint(extended) or not record.get("documents") or \
             not all("base_piece_frequencies" in entry for entry in entries):
         return None
-    return {entry["id"]: frequency_shift(entry["frequency"], entry["base_piece_frequencies"]) for entry in entries}
+    return CorpusFrequencies({entry["id"]: entry["frequency"] for entry in entries},
+                             {entry["id"]: entry["base_piece_frequencies"] for entry in entries},
+                             record.get("base_frequencies"))
 
 
 def _random_rows(count: int, width: int, initializer_range: float, seed: int) -> np.ndarray:
@@ -97,74 +121,112 @@ def _random_rows(count: int, width: int, initializer_range: float, seed: int) ->
     return initializer(shape=(count, width)).numpy()
 
 
-def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE,
-            initializer_range: float = DEFAULT_INITIALIZER_RANGE, seed: int = 0,
-            bias_shifts: Optional[Dict[int, float]] = None) -> Tuple[np.ndarray, Optional[np.ndarray]]:
-    """The embedding matrix (and output bias) with a row for every id of `cuts` (base_cuts), initialised by `rule`;
-    old rows as they were. The matrix keeps rows it had past the base's ids (a checkpoint padded to a multiple).
-    `bias_shifts` (mean-of-pieces only: bias_shifts()) are added to the new pieces' mean biases."""
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
-    old_rows = embeddings.shape[0]
-    size = max([old_rows] + [index + 1 for index in cuts])
-    rows = np.concatenate([embeddings, np.zeros((size - old_rows, embeddings.shape[1]), embeddings.dtype)])
-    biases = None if bias is None else np.concatenate([bias, np.zeros(size - old_rows, bias.dtype)])
+def parts(rule: Rule) -> Tuple[str, str]:
+    """(how the rows start, how the biases start) of a rule's name or of such a pair."""
+    found = RULES.get(rule, rule) if isinstance(rule, str) else tuple(rule)
+    if not isinstance(found, tuple) or found[0] not in ROWS or found[1] not in BIASES:
+        raise ValueError(f"rule must be one of {tuple(RULES)} or a pair of {ROWS} and {BIASES}, not {rule!r}")
+    return found
+
+
+def new_rows(embeddings: np.ndarray, cuts: Dict[int, List[int]], rows: str, initializer_range: float,
+             seed: int) -> np.ndarray:
+    """The matrix with a row for every id of `cuts`, each started by `rows` (ROWS); old rows as they were. It keeps
+    rows it had past the base's ids (a checkpoint padded to a multiple)."""
+    size = max([embeddings.shape[0]] + [index + 1 for index in cuts])
+    grown = np.concatenate([embeddings, np.zeros((size - embeddings.shape[0], embeddings.shape[1]), embeddings.dtype)])
     ids = sorted(cuts)
-    if rule == "random":
-        rows[ids] = _random_rows(len(ids), embeddings.shape[1], initializer_range, seed).astype(embeddings.dtype)
-        if biases is not None:
-            biases[ids] = 0.0
-        return rows, biases
+    if rows == "random":
+        grown[ids] = _random_rows(len(ids), embeddings.shape[1], initializer_range, seed).astype(embeddings.dtype)
+        return grown
     mean_row = embeddings.astype(np.float64).mean(axis=0)
     for index in ids:
         pieces = cuts[index]
-        if rule == "mean-of-pieces" and pieces:
-            rows[index] = embeddings[pieces].astype(np.float64).mean(axis=0)
+        grown[index] = embeddings[pieces].astype(np.float64).mean(axis=0) if rows == "pieces" and pieces else mean_row
+    return grown
+
+
+def frequency_line(bias: np.ndarray, base: Sequence[int]) -> Tuple[float, float]:
+    """(intercept, slope) of the least-squares line of the old biases against the log of their pieces' frequencies on
+    the extension's corpus (`base`, by id), over the pieces it holds at all: how the model's prior follows a piece's
+    frequency in the new domain."""
+    seen = [index for index, count in enumerate(base[:len(bias)]) if count > 0]
+    if len(seen) < 2:
+        return float(bias.astype(np.float64).mean()), 0.0
+    slope, intercept = np.polyfit(np.log1p(np.array([base[index] for index in seen], np.float64)),
+                                  bias[seen].astype(np.float64), 1)
+    return float(intercept), float(slope)
+
+
+def new_biases(bias: np.ndarray, cuts: Dict[int, List[int]], biases: str,
+               frequencies: Optional[CorpusFrequencies] = None) -> np.ndarray:
+    """The output bias with an entry for every id of `cuts`, each started by `biases` (BIASES; where it needs
+    `frequencies` that are not recorded, the pieces' mean; `prior-matched` needs the model too: the pieces' mean here,
+    which resized_model replaces with prior_matched's where it can); old entries as they were. A padding piece (no
+    pieces) gets the lowest old bias (0 under `zero`)."""
+    size = max([bias.shape[0]] + [index + 1 for index in cuts])
+    grown = np.concatenate([bias, np.zeros(size - bias.shape[0], bias.dtype)])
+    line = frequency_line(bias, frequencies.base) if biases == "frequency-matched" and frequencies and \
+        frequencies.base else None
+    for index, pieces in cuts.items():
+        if biases == "zero":
+            grown[index] = 0.0
+        elif not pieces:
+            grown[index] = bias.min()
+        elif biases == "all":
+            grown[index] = bias.astype(np.float64).mean()
+        elif line and index in frequencies.new:
+            grown[index] = line[0] + line[1] * math.log1p(frequencies.new[index])
         else:
-            rows[index] = mean_row
-        if biases is not None:
-            if not pieces:
-                biases[index] = bias.min()
-            elif rule == "mean-of-pieces":
-                biases[index] = bias[pieces].astype(np.float64).mean() + (bias_shifts or {}).get(index, 0.0)
-            else:
-                biases[index] = bias.astype(np.float64).mean()
-    return rows, biases
+            grown[index] = bias[pieces].astype(np.float64).mean()
+            if biases == "pieces-shifted" and frequencies and index in frequencies.new:
+                grown[index] += frequency_shift(frequencies.new[index], frequencies.pieces[index])
+    return grown
 
 
-def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[int, List[int]], rule: str,
-                    initializer_range: float, seed: int, bias: Optional[np.ndarray],
-                    shifts: Optional[Dict[int, float]]) -> np.ndarray:
+def resized(embeddings: np.ndarray, bias: Optional[np.ndarray], cuts: Dict[int, List[int]], rule: Rule = DEFAULT_RULE,
+            initializer_range: float = DEFAULT_INITIALIZER_RANGE, seed: int = 0,
+            frequencies: Optional[CorpusFrequencies] = None) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """The embedding matrix (and output bias) with a row for every id of `cuts` (base_cuts), started by `rule` (a
+    name of RULES, or a pair of ROWS and BIASES); old rows as they were."""
+    rows, biases = parts(rule)
+    return (new_rows(embeddings, cuts, rows, initializer_range, seed),
+            None if bias is None else new_biases(bias, cuts, biases, frequencies))
+
+
+def _resized_weight(value: np.ndarray, old_size: int, new_size: int, cuts: Dict[int, List[int]], rule: Rule,
+                    initializer_range: float, seed: int,
+                    frequencies: Optional[CorpusFrequencies]) -> np.ndarray:
     """One weight with a vocabulary axis grown from `old_size` to `new_size` (or as large, its new ids' rows set):
     rows of an embedding [V, X], columns of an output kernel [X, V] (T5 1.1's untied lm_head), entries of an output
-    bias [V] (`bias`: that bias, which the rows' rule reads for the bias it gives)."""
+    bias [V]."""
     new_size = max(old_size, new_size)
+    rows, biases = parts(rule)
     if value.ndim == 1:
-        return resized(np.zeros((old_size, 1), value.dtype), value, cuts, rule, initializer_range, seed,
-                       shifts)[1][:new_size]
+        return new_biases(value, cuts, biases, frequencies)[:new_size]
     if value.shape[0] == old_size:
-        return resized(value, bias, cuts, rule, initializer_range, seed)[0][:new_size]
-    return resized(value.T, bias, cuts, rule, initializer_range, seed)[0][:new_size].T
+        return new_rows(value, cuts, rows, initializer_range, seed)[:new_size]
+    return new_rows(value.T, cuts, rows, initializer_range, seed)[:new_size].T
 
 
-def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, seed: int = 0,
-                  shifts: Optional[Dict[int, float]] = None):
+def resized_model(model, cuts: Dict[int, List[int]], rule: Rule = DEFAULT_RULE, seed: int = 0,
+                  frequencies: Optional[CorpusFrequencies] = None, mask: Optional[Mask] = None):
     """A model of the same class with a vocabulary grown to hold every id of `cuts` (base_cuts), in any family of
     the registry (transformers' TensorFlow classes, ModernBERT): the same weights, and for the new ids rows by `rule`
     in every weight with a vocabulary axis (the input embeddings, with the masked-LM decoder tied to them; the output
     bias; an untied output kernel). A model with rows to spare for them (a vocabulary padded to a multiple) keeps its
-    size, those rows set. `shifts`: the new pieces' output bias shifts (bias_shifts). Returns (the model, the names of
-    the weights that grew or were set)."""
+    size, those rows set. `frequencies`: what the extension counted (corpus_frequencies); `mask`: a row holding one
+    mask token (both for the prior-matched bias: matches_prior). Returns (the model, the names of the weights that
+    grew or were set)."""
     from mlm_tpu.model_folder import families
 
     family = families.of_model(model)
     new_size = max(index + 1 for index in cuts)
     old_size = model.config.vocab_size
-    bias = family.output_bias(model)
-    bias = None if bias is None else bias.numpy()
     initializer_range = _initializer_range(model.config)
     if new_size <= old_size:
-        return _with_rows_set(model, family.vocabulary_weights(model), cuts, rule, seed, bias, shifts)
+        model, changed = _with_rows_set(model, family.vocabulary_weights(model), cuts, rule, seed, frequencies)
+        return _prior_matched_where_possible(model, family, cuts, rule, frequencies, mask), changed
     grown = family.with_vocabulary_size(model, new_size)
     names = lambda weights: [weight.name.split("/", 1)[-1] for weight in weights]  # noqa: E731
     if names(grown.weights) != names(model.weights):
@@ -173,25 +235,65 @@ def resized_model(model, cuts: Dict[int, List[int]], rule: str = DEFAULT_RULE, s
     for weight, target in zip(model.weights, grown.weights):
         value = weight.numpy()
         if tuple(target.shape) != value.shape:
-            value = _resized_weight(value, old_size, new_size, cuts, rule, initializer_range, seed, bias, shifts)
+            value = _resized_weight(value, old_size, new_size, cuts, rule, initializer_range, seed, frequencies)
             changed.append(target.name.split("/", 1)[-1])
         values.append(value)
     grown.set_weights(values)
-    return grown, changed
+    return _prior_matched_where_possible(grown, family, cuts, rule, frequencies, mask), changed
+
+
+def matches_prior(rule: Rule, frequencies: Optional[CorpusFrequencies], mask: Optional[Mask]) -> bool:
+    """Whether `rule`'s biases are prior_matched's: it asks for them, the extension recorded every base piece's
+    frequency (`tokenizer extend` since issue 55) and the tokenizer has a mask token; else its biases are the
+    pieces' mean."""
+    return parts(rule)[1] == "prior-matched" and bool(frequencies and frequencies.base) and mask is not None
+
+
+def _prior_matched_where_possible(model, family, cuts: Dict[int, List[int]], rule: Rule,
+                                  frequencies: Optional[CorpusFrequencies], mask: Optional[Mask]):
+    bias = family.output_bias(model)
+    if bias is not None and matches_prior(rule, frequencies, mask):
+        prior_matched(model, bias, mask[0], mask[1], sorted(index for index, pieces in cuts.items() if pieces),
+                      frequencies)
+    return model
 
 
 def _initializer_range(config) -> float:
     return getattr(config, "initializer_range", getattr(config, "initializer_factor", DEFAULT_INITIALIZER_RANGE))
 
 
-def _with_rows_set(model, weights: list, cuts: Dict[int, List[int]], rule: str, seed: int,
-                   bias: Optional[np.ndarray], shifts: Optional[Dict[int, float]]):
+def _with_rows_set(model, weights: list, cuts: Dict[int, List[int]], rule: Rule, seed: int,
+                   frequencies: Optional[CorpusFrequencies]):
     """`model` with the rows of the ids of `cuts` set by `rule` in `weights` (its family's weights with a vocabulary
-    axis; `bias`: its output bias, which the rule reads): resized_model where those rows exist already."""
+    axis): resized_model where those rows exist already."""
     size = model.config.vocab_size
     changed = []
     for weight in weights:
         weight.assign(_resized_weight(weight.numpy(), size, size, cuts, rule, _initializer_range(model.config), seed,
-                                      bias, shifts))
+                                      frequencies))
         changed.append(weight.name.split("/", 1)[-1])
     return model, changed
+
+
+
+def prior_matched(model, bias_weight, mask_row: Sequence[int], mask_position: int, ids: Sequence[int],
+                  frequencies: CorpusFrequencies) -> None:
+    """Set the output bias of each new id (`ids`, in `bias_weight`) so that at a mask with no context (`mask_row`:
+    the tokenizer's framing of one mask token, at `mask_position`) the model's logit for the new piece is that of an
+    old piece as frequent on the extension's corpus: the least-squares line of the old pieces' logits there against
+    log(1 + frequency) (frequency_line), at its own frequency. Why: a masked LM's prior over pieces lives in its
+    logits with no context, the output bias and the rows' product with the hidden state together, in proportions
+    that vary by model (a tiny BERT's biases span 0.4 nats); a rule on the bias alone sets the prior only where
+    the bias carries it."""
+    import tensorflow as tf
+
+    values = bias_weight.numpy()
+    values[list(ids)] = 0.0
+    bias_weight.assign(values)
+    row = tf.constant([list(mask_row)])
+    logits = tf.cast(model(input_ids=row, attention_mask=tf.ones_like(row), training=False).logits, tf.float32)
+    logits = logits.numpy()[0, mask_position]
+    intercept, slope = frequency_line(logits, frequencies.base)
+    for index in ids:
+        values[index] = intercept + slope * math.log1p(frequencies.new.get(index, 0)) - logits[index]
+    bias_weight.assign(values)

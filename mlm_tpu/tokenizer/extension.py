@@ -152,6 +152,16 @@ def piece_counts(tokenizer, counts: Counter) -> Counter:
     return pieces
 
 
+def base_frequencies(tokenizer, pieces: Counter) -> List[int]:
+    """How often each of the tokenizer's pieces occurs in the corpus (`pieces`: piece_counts), by id: what the new
+    pieces' output biases are matched against (model_folder/new_embeddings.py's frequency-matched bias)."""
+    frequencies = [0] * len(tokenizer)
+    for piece, index in tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False).items():
+        if index < len(frequencies):
+            frequencies[index] = pieces.get(piece, 0)
+    return frequencies
+
+
 def pieces_per_word(tokenizer, counts: Counter) -> float:
     total = sum(counts.values())
     return sum(count * len(cut(tokenizer, word)) for word, count in counts.items()) / total if total else 0.0
@@ -418,6 +428,7 @@ def _info(config: TokenizerExtensionConfig, base, extended, family: str, chosen:
                         "base_pieces": addition.base_pieces, "frequency": addition.frequency,
                         "base_piece_frequencies": [base_counts[piece] for piece in addition.base_pieces],
                         "pieces_saved": addition.pieces_saved} for addition in chosen],
+        "base_frequencies": base_frequencies(base, base_counts) if corpus else None,
         "padding": [{"id": extended.convert_tokens_to_ids(piece), "piece": piece} for piece in padding],
         "pad_to_multiple_of": config.pad_to_multiple_of,
         "versions": {"mlm_tpu": __version__, "tokenizers": tokenizers.__version__,

@@ -3,24 +3,25 @@ that continues one (the masked LM, ELECTRA's two models, T5's span corruption): 
 ids found with the pieces the checkpoint's tokenizer cuts them into, and the grown model said in the log. The rows
 themselves are model_folder/new_embeddings.py's."""
 
-import statistics
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import List, Optional, Tuple
 
 from mlm_tpu.configuration import setting
 from mlm_tpu.console import log
 from mlm_tpu.errors import UserError
-from mlm_tpu.model_folder.new_embeddings import DEFAULT_RULE, RULE_WORDS, RULES
+from mlm_tpu.model_folder.new_embeddings import DEFAULT_RULE, RULE_WORDS, RULES, CorpusFrequencies
 
 FLAG = "--model-name-or-path"
 
 
 class Growth(dict):
-    """Each id the extended tokenizer adds: the ids of the base pieces it was cut into; and `bias_shifts`, where the
-    extension recorded frequencies, what mean-of-pieces adds to each new piece's output bias
-    (new_embeddings.bias_shifts)."""
+    """Each id the extended tokenizer adds: the ids of the base pieces it was cut into; and `frequencies`, where the
+    extension recorded them, what it counted on its corpus (new_embeddings.corpus_frequencies), which mean-of-pieces
+    sets the new output biases by; `mask`, the extended tokenizer's framing of one mask token and its position there
+    (None without a mask token), where mean-of-pieces reads the model's prior."""
 
-    bias_shifts: Optional[Dict[int, float]] = None
+    frequencies: Optional[CorpusFrequencies] = None
+    mask: Optional[Tuple[List[int], int]] = None
 
 
 @dataclass
@@ -29,13 +30,13 @@ class NewEmbeddingsSettings:
 
     # how the rows of the pieces an extended --tokenizer adds start (None: mean-of-pieces, where it adds any)
     new_embeddings: Optional[str] = setting(
-        None, group="task", choices=RULES,
+        None, group="task", choices=tuple(RULES),
         help="--task mlm, electra and span-corruption with --model-name-or-path and a --tokenizer that extends the "
              "checkpoint's (`mlm-tpu tokenizer extend`): the embeddings, the tied decoder and the output bias "
              "(ELECTRA: the generator's too; T5: the shared embeddings and lm_head) grow to the new pieces, each "
              "new row initialised as: mean-of-pieces (the mean of the rows of the pieces the checkpoint's "
-             "tokenizer cut the piece into; its output bias their mean, lowered by the log of how much rarer the "
-             "piece is than they are on the corpus `tokenizer extend` read), mean (of all rows), or random "
+             "tokenizer cut the piece into; its output bias set so that, at a mask with no context, its logit is "
+             "that of an old piece as frequent on the corpus `tokenizer extend` read), mean (of all rows), or random "
              "(TensorFlow's truncated normal of the config's initializer_range and a zero bias, as transformers' "
              "resize) (default: mean-of-pieces).")
 
@@ -52,12 +53,15 @@ def vocabulary_growth(name_or_path: str, tokenizer, rule: Optional[str]) -> Grow
     """The ids `tokenizer` adds to the tokenizer of the checkpoint `name_or_path` (a folder holding one), each with
     the ids of the pieces the checkpoint's tokenizer cuts its piece into (new_embeddings.base_cuts: refused unless it
     extends it); none where it adds none, and then --new-embeddings (`rule`) is refused."""
-    from mlm_tpu.model_folder.new_embeddings import base_cuts, bias_shifts
+    from mlm_tpu.model_folder.new_embeddings import base_cuts, corpus_frequencies
     from mlm_tpu.tokenizer.load import holds_tokenizer, load_tokenizer
 
     own = load_tokenizer(name_or_path, FLAG) if holds_tokenizer(name_or_path) else None
     cuts = Growth(base_cuts(own, tokenizer) if own is not None and len(tokenizer) > len(own) else {})
-    cuts.bias_shifts = bias_shifts(tokenizer) if cuts else None
+    cuts.frequencies = corpus_frequencies(tokenizer) if cuts else None
+    if cuts and tokenizer.mask_token_id is not None:
+        row = tokenizer(tokenizer.mask_token)["input_ids"]
+        cuts.mask = (row, row.index(tokenizer.mask_token_id))
     if rule and not cuts:
         why = (f"{name_or_path} holds no tokenizer to compare it with" if own is None else
                f"the --tokenizer adds no piece to {name_or_path}'s")
@@ -70,19 +74,19 @@ def vocabulary_growth(name_or_path: str, tokenizer, rule: Optional[str]) -> Grow
 def grown(model, name_or_path: str, growth: Growth, rule: Optional[str], seed: int, which: str = ""):
     """`model` with its vocabulary grown to the new ids of `growth` by `rule` (None: the default), said in the log
     (`which`: the model's part in the run, as "ELECTRA's generator")."""
-    from mlm_tpu.model_folder.new_embeddings import resized_model
+    from mlm_tpu.model_folder.new_embeddings import matches_prior, resized_model
 
     rule = rule or DEFAULT_RULE
     old_size = model.config.vocab_size
-    shifts = getattr(growth, "bias_shifts", None)
-    model, changed = resized_model(model, growth, rule, seed, shifts)
+    frequencies, mask = getattr(growth, "frequencies", None), getattr(growth, "mask", None)
+    model, changed = resized_model(model, growth, rule, seed, frequencies, mask)
     padding = sum(not pieces for pieces in growth.values())
     bias = ""
     if rule == "mean-of-pieces" and any("bias" in name for name in changed):
-        bias = (f"; its output bias their mean, lowered by the log of how much rarer the piece is than its pieces "
-                f"on the extension's corpus (median {statistics.median(shifts.values()):+.2f})" if shifts else
-                "; its output bias their mean (the --tokenizer records no frequencies of its pieces: made otherwise "
-                "than by `mlm-tpu tokenizer extend` with a corpus)")
+        bias = ("; its output bias set so that, at a mask with no context, its logit is that of an old piece as "
+                "frequent on the extension's corpus" if matches_prior(rule, frequencies, mask) else
+                "; its output bias their mean (the --tokenizer records no frequency of every base piece, as `mlm-tpu "
+                "tokenizer extend` with a corpus does, or has no mask token)")
     log(f"The --tokenizer adds {len(growth):,} pieces to {name_or_path}'s (ids {min(growth):,} to {max(growth):,}"
         + (f", {padding} of them padding" if padding else "") + f"): {which or 'its'} vocabulary grows from "
         f"{old_size:,} to {model.config.vocab_size:,} ({', '.join(changed)}), each new row {RULE_WORDS[rule]}{bias} "
