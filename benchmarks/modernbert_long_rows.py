@@ -136,6 +136,22 @@ def prepare(work: Path) -> None:
     (work / "shape.json").write_text(json.dumps(SHAPE))
 
 
+def print_plan_check(measured: dict) -> None:
+    """The memory plan (mlm_tpu/modernbert/memory.py) against the measured peaks: what each row length adds to the
+    shortest one's peak (the libraries' memory cancels out), estimated and measured. The step here keeps no
+    optimizer state, so the plan's is left out."""
+    from mlm_tpu.modernbert import memory
+    from mlm_tpu.modernbert.config import from_dict
+
+    config, shortest = from_dict(SHAPE), min(measured)
+    planned = {length: memory.plan(config, length, 1, optimizer_state=0).total / memory.GB for length in measured}
+    print(f"\n| tokens per row | added to {shortest:,}'s peak: planned GB | measured GB |")
+    print("| --- | --- | --- |")
+    for length in sorted(measured):
+        print(f"| {length:,} | {planned[length] - planned[shortest]:.2f} | "
+              f"{measured[length]['peak_gb'] - measured[shortest]['peak_gb']:.2f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
@@ -156,8 +172,9 @@ def main() -> None:
 
     print("| tokens per row | mlm_tpu: peak GB, CPU s | transformers 5 sdpa: peak GB, CPU s | memory ratio | CPU ratio |")
     print("| --- | --- | --- | --- | --- |")
+    measured = {}
     for length in args.lengths:
-        ours = worker(sys.executable, "tf", length, "mixed")
+        ours = measured[length] = worker(sys.executable, "tf", length, "mixed")
         line = f"| {length:,} | {ours['peak_gb']:.2f} GB, {ours['cpu_s']:.2f} s |"
         if args.pytorch_python:
             theirs = worker(args.pytorch_python, "torch", length)
@@ -167,6 +184,7 @@ def main() -> None:
             line += " (no --pytorch-python) | | |"
         print(line, flush=True)
 
+    print_plan_check(measured)
     print("\n| local-only stack, tokens per row | peak GB | CPU s | CPU s against the shortest |")
     print("| --- | --- | --- | --- |")
     first = None
