@@ -158,9 +158,9 @@ def main() -> None:
     parser.add_argument("--local-lengths", type=int, nargs="+", default=[1024, 8192])
     parser.add_argument("--pytorch-python", default=os.environ.get("MLM_TPU_PYTORCH_PYTHON"))
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # a child process's measurement
-    args = parser.parse_args()
+    args, train_flags = parser.parse_known_args()  # a train.py worker's flags follow its --worker train
     if args.worker:
-        kind, *rest = args.worker
+        kind, *rest = args.worker + train_flags
         if kind == "tf":
             answer = tensorflow_step(int(rest[0]), rest[1])
         elif kind == "torch":
