@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--pytorch-python", default=os.environ.get("MLM_TPU_PYTORCH_PYTHON"))
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # a child process's measurement
     args, train_flags = parser.parse_known_args()  # a train.py worker's flags follow its --worker train
+    if train_flags and not args.worker:
+        parser.error(f"unrecognized arguments: {' '.join(train_flags)}")
     if args.worker:
         kind, *rest = args.worker + train_flags
         if kind == "tf":
