@@ -371,3 +371,36 @@ def test_a_checkpoint_with_rows_to_spare_keeps_its_size_and_sets_the_new_ids_row
     for index, pieces in cuts.items():
         expected = old[pieces].mean(axis=0) if pieces else old.mean(axis=0)
         np.testing.assert_allclose(embeddings[index], expected, atol=1e-6)
+
+
+def test_the_extension_benchmark_gives_every_arm_the_base_tokenizers_words(extended, wikitext_path, tmp_path):
+    """benchmarks/vocabulary_extension.py fine-tunes each arm through the downstream benchmark, which cuts a text to
+    the words its model's tokenizer keeps in 64 tokens: an extended tokenizer keeps more, so its arms read more of each
+    review than `none` (issue 55). Every arm now reads the reviews cut to the base tokenizer's words, which the
+    extended tokenizer keeps whole."""
+    import sys
+
+    from mlm_tpu.downstream.words import kept_words
+
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import vocabulary_extension as script
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    base_folder, folder, _ = extended["unigram"]
+    base, ext = load_tokenizer(str(base_folder)), load_tokenizer(str(folder))
+    texts = [line.strip() for line in wikitext_path.read_text(encoding="utf-8").splitlines()
+             if len(line.split()) > 80][:12]
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": text, "label": index % 2}) + "\n"
+                                                         for index, text in enumerate(texts)), encoding="utf-8")
+    task = script.base_words_task(tmp_path, str(base_folder), str(tmp_path / "train.jsonl"),
+                                  str(tmp_path / "dev.jsonl"))
+    name, _, files = task.partition("=")
+    rows = [json.loads(line) for line in Path(files.split(":")[1]).read_text(encoding="utf-8").splitlines()]
+    cut = [row["text"] for row in rows]
+    assert name == script.DOWNSTREAM_TASK and [row["label"] for row in rows] == [i % 2 for i in range(len(texts))]
+    assert cut == kept_words(base, script.MAX_LENGTH, texts)[0] and all(len(text.split()) < 60 for text in cut)
+    assert kept_words(ext, script.MAX_LENGTH, cut)[0] == cut  # the extended arms read these words, all of them
+    own = kept_words(ext, script.MAX_LENGTH, texts)[0]
+    assert sum(map(len, map(str.split, own))) > sum(map(len, map(str.split, cut)))  # what each arm read before
