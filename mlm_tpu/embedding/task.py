@@ -108,11 +108,19 @@ class SentenceEmbeddingTask(Task):
         log(f"A text's vector is {self.embedder.words} (--embedding-pooling {pooling})")
         return model
 
+    def make_transform(self, tokenizer):
+        """A split without hard negatives holds them as empty features ([rows, 0]), which a batch must not carry to
+        the device (TensorFlow's CPU kernels crash on them): they are dropped in the input pipeline."""
+        def without_empty_features(batch_number, batch):
+            return {name: values for name, values in batch.items() if values.shape[-1] != 0}
+
+        return lambda seed: without_empty_features
+
     def training_outputs(self, model, batch: Dict, training: bool):
         config = self.settings
         queries, query_mask = batch["input_ids"], batch["attention_mask"]
         rows, length = queries.shape[0], queries.shape[1]
-        negatives = batch["negative_input_ids"].shape[1] // length
+        negatives = batch["negative_input_ids"].shape[1] // length if "negative_input_ids" in batch else 0
         texts = [(queries, query_mask), (batch["positive_input_ids"], batch["positive_attention_mask"])]
         texts += [(batch["negative_input_ids"][:, index * length:(index + 1) * length],
                    batch["negative_attention_mask"][:, index * length:(index + 1) * length])
