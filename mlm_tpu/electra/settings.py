@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlm_tpu.configuration import setting
-from mlm_tpu.electra.sharing import SHARINGS
 from mlm_tpu.mlm.settings import MaskedLmSettings
 from mlm_tpu.training.vocabulary_growth import NewEmbeddingsSettings
+
+SHARINGS = ("gdes", "shared", "none")  # --embedding-sharing (sharing.py; here, where no TensorFlow is imported)
 
 
 @dataclass

@@ -18,7 +18,6 @@ from typing import Dict
 
 import tensorflow as tf
 
-SHARINGS = ("gdes", "shared", "none")
 DEFAULT_SHARING = {"electra": "shared", "deberta-v2": "gdes"}  # each paper's
 SHARING_WORDS = {"gdes": "gradient-disentangled (the discriminator reads the generator's token embeddings, their "
                          "gradient stopped, plus its own difference E_delta)",
