@@ -62,8 +62,8 @@ def in_blocks(values: tf.Tensor, block: int) -> tf.Tensor:
 def local_attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, key_mask: tf.Tensor,
                     document_ids: Optional[tf.Tensor], half_window: int, dropout=None) -> tf.Tensor:
     """Windowed attention [batch, length, heads, head_dim] of query, key, value of that shape (query scaled
-    already): blocks of half_window queries against their own and neighbouring blocks. `dropout` (a Keras layer
-    or None) is applied to the probabilities."""
+    already): blocks of half_window queries against their own and neighbouring blocks. `dropout` (a function
+    of the probabilities, or None) drops some of them."""
     block = max(half_window, 1)
     length = tf.shape(query)[1]
     queries = in_blocks(padded_to(query, block), block)  # [batch, blocks, block, heads, head_dim]
