@@ -801,7 +801,7 @@ def inspection_as_a_task_of_another_kind(inputs):
             "span-corruption"]
 
 
-@row("evaluate", "ELECTRA discriminator", "no generator/", "--task electra")
+@row("evaluate", "holds a discriminator", "no generator/", "--task electra")
 def electra_discriminator_without_its_generator(inputs):
     import mlm_tpu  # noqa: F401  (Keras 2 behind tf.keras)
     from transformers import AutoTokenizer, ElectraConfig, TFElectraForPreTraining

@@ -256,7 +256,8 @@ SETTINGS_OF_SOME_TASKS = {"mlm_probability": 0.2, "masking": "whole-word", "mask
                           "metric_for_best_model": "loss", "classifier_pooling": "mean",
                           "generator_name_or_path": "google/electra-small-generator", "keep_epoch": "last",
                           "eval_mlm_probability": 0.15, "mlm_probability_schedule": ("0.3:10", "0.15:1000000"),
-                          "new_embeddings": "mean"}
+                          "new_embeddings": "mean", "embedding_sharing": "shared", "embedding_pooling": "cls",
+                          "similarity_scale": 10.0, "symmetric_loss": True, "grad_cache_mini_batch_size": 4}
 
 
 def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
@@ -284,6 +285,9 @@ def test_every_task_takes_or_refuses_in_one_line_each_setting_of_the_others():
     assert "electra" not in takes["metric_for_best_model"]
     assert takes["eval_mlm_probability"] == takes["mlm_probability_schedule"] == {"mlm", "electra"}
     assert takes["keep_epoch"] == {"sequence-classification", "token-classification"}
+    assert takes["embedding_sharing"] == {"electra"}
+    assert (takes["embedding_pooling"] == takes["similarity_scale"] == takes["symmetric_loss"]
+            == takes["grad_cache_mini_batch_size"] == {"sentence-embedding"})
     # electra's, refused alone everywhere: it names the generator of the --model-name-or-path it continues
     assert takes["generator_name_or_path"] == set()
     # refused alone everywhere too: it says how the --model-name-or-path it continues grows to a larger tokenizer

@@ -171,12 +171,16 @@ def of_preset(name: str):
 
 def of_folder(name_or_path: str):
     """The family of a saved model (a folder, a config.json file, or a Hub name: its config.json in the Hub cache, or
-    downloaded into it); the generic one for a config.json that cannot be had or read (its loading says why)."""
+    downloaded into it); the generic one for a config.json that cannot be had or read (its loading says why).
+
+    Only a namespaced Hub name (`owner/model`, as every hand-written family's checkpoints are) is looked up: a bare
+    word is a preset or one of transformers' legacy names (`roberta-base`), all of the generic family, and asking the
+    Hub about it costs an offline machine 24 s of retries for nothing."""
     from mlm_tpu.hub import hub_file, is_local
 
     path = os.path.join(name_or_path, "config.json") if os.path.isdir(name_or_path) else name_or_path
     if not is_local(name_or_path):
-        path = hub_file(name_or_path, "config.json")
+        path = hub_file(name_or_path, "config.json") if "/" in name_or_path else None
     if not path or not os.path.isfile(path):
         return GENERIC
     import json
