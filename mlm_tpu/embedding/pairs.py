@@ -11,7 +11,8 @@ import numpy as np
 
 from mlm_tpu.corpus import Corpus, Record
 from mlm_tpu.encoder.labelled_rows import FixedLengthEncoder, text_of
-from mlm_tpu.shards.packing import ExampleMaker, Features
+from mlm_tpu.shards.packing import Features
+from mlm_tpu.shards.rows import OneExamplePerRow
 
 INPUT_FEATURES = ("input_ids", "attention_mask")
 TEXTS = ("", "positive_")  # the prefixes of a row's two texts' features: the query's input_ids, positive_input_ids
@@ -37,11 +38,8 @@ def _roles(count: int) -> List[str]:
     return ["query", "positive", *["hard negative"] * (count - 2)]
 
 
-class PairExamples(ExampleMaker):
+class PairExamples(OneExamplePerRow):
     """One example per row: its query, positive and hard negatives, each a fixed-length encoding."""
-
-    unit_name = "rows"
-    units_per_example = 1
 
     def __init__(self, tokenizer, num_threads: int, max_length: int, columns: Sequence[str]):
         super().__init__()
@@ -73,16 +71,6 @@ class PairExamples(ExampleMaker):
         self.counters["units"] += len(batch)
         self.counters["truncated"] += sum(truncated)
         return features
-
-    def drop(self, piece: Features, count: int):
-        cut = min(count, len(piece["input_ids"]))
-        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
-
-    def examples(self, piece: Features) -> Features:
-        return piece
-
-    def whole_examples(self, units: Features) -> Features:
-        return units
 
     def totals(self) -> Dict[str, object]:
         return {key: value for key, value in self.counters.items() if key != "units"}

@@ -19,12 +19,27 @@ def merged_target_counts(counts: Optional[Dict[str, int]], more: Optional[Dict[s
     return dict(sorted(merged.items())) if len(merged) <= MAX_COUNTED_TARGETS else None
 
 
-class RowExamples(ExampleMaker):
-    """One example per corpus row (text-to-text, and labelled examples for encoders): the rows are the units, a
-    batch's encoding is its examples, and the distinct values of `counted` (targets, labels) are counted."""
+class OneExamplePerRow(ExampleMaker):
+    """The rows are the units and a batch's encoding is its examples (no packing, nothing carried over)."""
 
     unit_name = "rows"
     units_per_example = 1
+
+    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
+        cut = min(count, len(piece["input_ids"]))
+        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
+
+    def examples(self, piece: Features) -> Features:
+        return piece
+
+    def whole_examples(self, units: Features) -> Features:
+        return units
+
+
+class RowExamples(OneExamplePerRow):
+    """One example per corpus row (text-to-text, and labelled examples for encoders), the distinct values of
+    `counted` (targets, labels) counted."""
+
     counted: str  # the counter of distinct values: a dict, value -> rows (None beyond MAX_COUNTED_TARGETS)
 
     def __init__(self):
@@ -39,13 +54,3 @@ class RowExamples(ExampleMaker):
         numbers = ExampleMaker.merged_counters({key: value for key, value in counters.items()
                                                 if key != cls.counted}, more)
         return {**numbers, cls.counted: merged_target_counts(counters[cls.counted], more[cls.counted])}
-
-    def drop(self, piece: Features, count: int) -> Tuple[Features, int]:
-        cut = min(count, len(piece["input_ids"]))
-        return {name: rows[cut:] for name, rows in piece.items()}, count - cut
-
-    def examples(self, piece: Features) -> Features:
-        return piece
-
-    def whole_examples(self, units: Features) -> Features:
-        return units
