@@ -20,7 +20,8 @@ def config_of(*flags):
     return build_config(build_parser().parse_args(["--train-dataset", "s", "--output-dir", "o", *map(str, flags)]))
 
 
-@pytest.mark.parametrize("name", ["bert", "roberta", "dapt", "tapt", "electra", "t5", "cramming", "modernbert"])
+@pytest.mark.parametrize("name", ["bert", "roberta", "dapt", "tapt", "electra", "t5", "cramming", "modernbert",
+                                  "modernbert-context-extension", "modernbert-decay"])
 def test_each_recipe_is_settings_the_trainer_takes_each_with_its_source(name):
     from mlm_tpu.configuration import check_ranges
     from mlm_tpu.tasks import check_settings
@@ -35,7 +36,7 @@ def test_each_recipe_is_settings_the_trainer_takes_each_with_its_source(name):
         assert getattr(config, key) == value, key
         assert recipe.source_of(key)  # a source for every value
     batch = config.per_replica_batch_size * config.gradient_accumulation_steps
-    assert batch in (256, 8192, 2048, 128, 4608)
+    assert batch in (256, 8192, 2048, 128, 4608, 576)
 
 
 def test_recipe_dapt_is_the_dapt_scripts_optimizer_and_flags_override_it(caplog):
@@ -83,6 +84,46 @@ def test_modernberts_fully_decoupled_decay_is_relative_to_the_peak_the_run_uses(
             in caplog.text
     given = config_of("--recipe", "modernbert", "--learning-rate", peak, "--weight-decay-rate", 0.5)
     assert given.weight_decay_rate == 0.5  # what the user gives wins
+
+
+def test_modernberts_first_phase_builds_its_shape_at_a_rotary_base_of_10000_from_scratch_only(caplog):
+    """The pretraining yaml's model: ModernBERT-base with rotary_emb_base 10,000. A user's overrides join the
+    recipe's, theirs winning name by name; a run continuing a checkpoint keeps the checkpoint's shape and bases, and
+    the log says what was not applied."""
+    scratch = config_of("--recipe", "modernbert")
+    assert (scratch.model_config, scratch.config_overrides) == ("modernbert-base", "global_rope_theta=10000")
+    tiny = config_of("--recipe", "modernbert", "--model-config", "modernbert-tiny", "--config-overrides",
+                     "intermediate_size=144,global_rope_theta=20000")
+    assert (tiny.model_config, tiny.config_overrides) == ("modernbert-tiny",
+                                                          "global_rope_theta=20000,intermediate_size=144")
+    continued = config_of("--recipe", "modernbert", "--model-name-or-path", "ModernBERT-base")
+    assert (continued.model_config, continued.config_overrides) == (None, None)
+    assert "not applied to --model-name-or-path ModernBERT-base, which keeps its own (from scratch only): " \
+           "--model-config modernbert-base, --config-overrides global_rope_theta=10000" in caplog.text
+
+
+@pytest.mark.parametrize("name, tokens", [("modernbert-context-extension", 250_000_000_000),
+                                          ("modernbert-decay", 50_000_000_000)])
+def test_modernberts_phases_at_8192_tokens_see_their_published_tokens_and_follow_the_peak(name, tokens):
+    """250B then 50B tokens at 576 rows of 8,192 (no batch warm-up); the decay ends at 0.001 x the peak, the one the
+    run uses; both raise the positions and the global rotary base on the checkpoint they continue."""
+    from mlm_tpu.training.optimizers import schedule_of, with_schedule_defaults
+
+    config = with_schedule_defaults(config_of("--recipe", name, "--model-name-or-path", "runs/pretrained"))
+    rows = config.per_replica_batch_size * config.gradient_accumulation_steps
+    assert (rows, config.max_length, config.warmup_steps) == (576, 8192, 0)
+    assert (config.max_steps - 1) * rows * 8192 < tokens <= config.max_steps * rows * 8192
+    assert config.config_overrides == "max_position_embeddings=8192,global_rope_theta=160000"
+    for peak in (3e-4, 1e-4):
+        config = with_schedule_defaults(config_of("--recipe", name, "--learning-rate", peak, "--max-steps", 100))
+        schedule = schedule_of(config, 100)
+        rates = [float(schedule(step)) for step in (0, 50, 100)]
+        if name == "modernbert-decay":
+            floor = 0.001 * peak  # float32 rates
+            assert rates == pytest.approx([peak, floor + (peak - floor) * (1 - 0.5 ** 0.5), floor], rel=1e-4)
+        else:
+            assert rates == pytest.approx([peak] * 3, rel=1e-6)
+        assert config.weight_decay_rate == pytest.approx(1e-5 / peak)
 
 
 def test_training_args_replays_without_the_recipes_table(tmp_path, monkeypatch):

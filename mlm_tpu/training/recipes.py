@@ -17,7 +17,7 @@ resolved against the run's --learning-rate (Recipe.decoupled_weight_decay).
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from mlm_tpu.errors import UserError
@@ -36,6 +36,9 @@ class Recipe:
     # optimi's decouple_lr decay: each step multiplies a weight by 1 - (rate / peak) x it, so weight_decay_rate (x
     # rate) is it / the peak the run uses, whatever --learning-rate gives
     decoupled_weight_decay: Optional[float] = None
+    # settings of the model a recipe builds from scratch (its shape, its rotary base): a run that continues a
+    # checkpoint (--model-name-or-path) keeps the checkpoint's own
+    scratch_settings: Dict[str, Any] = field(default_factory=dict)
 
     def source_of(self, name: str) -> str:
         return next(source for names, source in self.sources if name in names)
@@ -64,6 +67,14 @@ MODERNBERT_ROW_TOKENS, MODERNBERT_BATCH = 1024, 4608
 MODERNBERT_BATCH_WARMUP = {"batch_size_warmup_min_size": 768, "batch_size_warmup_tokens": 50_000_000_000}
 
 
+MODERNBERT_EXTENSION_YAML = "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-context-extension.yaml"
+MODERNBERT_DECAY_YAML = "AnswerDotAI/ModernBERT, yamls/modernbert/modernbert-base-learning-rate-decay.yaml"
+MODERNBERT_PAPER = "Warner et al. 2024 (arXiv:2412.13663)"
+MODERNBERT_LONG_PEAK = 3e-4
+MODERNBERT_LONG_ROW_TOKENS, MODERNBERT_LONG_BATCH = 8192, 576
+MODERNBERT_LONG_CONFIG = "max_position_embeddings=8192,global_rope_theta=160000"
+
+
 def tokens_to_steps(tokens: int, batch: int, row_tokens: int, batch_warmup: Mapping[str, int]) -> int:
     """The steps in which a run of global batch `batch` and rows of `row_tokens` tokens sees `tokens` tokens, its
     batch-size warm-up's smaller batches counted as they are."""
@@ -75,6 +86,32 @@ def tokens_to_steps(tokens: int, batch: int, row_tokens: int, batch_warmup: Mapp
 def modernbert_steps(tokens: int) -> int:
     """Steps of ModernBERT's published run (batch 4,608 rows of 1,024 tokens, its batch warm-up) to see `tokens`."""
     return tokens_to_steps(tokens, MODERNBERT_BATCH, MODERNBERT_ROW_TOKENS, MODERNBERT_BATCH_WARMUP)
+
+
+def modernbert_long_phase(title: str, tokens: int, schedule: Dict[str, Any], schedule_source: str) -> Recipe:
+    """One of ModernBERT's two phases at 8,192 tokens (context extension, then the decay): the same optimizer, batch
+    and rotary bases, each continuing the run before it; `tokens` seen at the published batch (no batch warm-up)."""
+    steps = math.ceil(tokens / (MODERNBERT_LONG_BATCH * MODERNBERT_LONG_ROW_TOKENS))
+    optimizer = {"task": "mlm", "optimizer": "stableadamw", "learning_rate": MODERNBERT_LONG_PEAK, "adam_beta1": 0.9,
+                 "adam_beta2": 0.98, "adam_epsilon": 1e-6, "max_grad_norm": None, "mlm_probability": 0.3,
+                 "eval_mlm_probability": 0.15,
+                 "weight_decay_rate": MODERNBERT_WEIGHT_DECAY / MODERNBERT_LONG_PEAK}
+    yamls = f"{MODERNBERT_EXTENSION_YAML} and {MODERNBERT_DECAY_YAML.rsplit('/', 1)[1]}"
+    return Recipe(title, {
+        **optimizer, "max_length": MODERNBERT_LONG_ROW_TOKENS, "config_overrides": MODERNBERT_LONG_CONFIG,
+        **schedule, "warmup_steps": 0, "max_steps": steps, **batch_of(MODERNBERT_LONG_BATCH)}, (
+        ((*optimizer,), f"{yamls} (as ClimateModernBERT/ClimateModernBERT's continue_pretrain/ copies them, whose "
+                        "durations are their own): decoupled_stableadamw lr 3e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 "
+                        "fully decoupled (1e-5 / --learning-rate here: 0.0333 at 3e-4), no gradient clipping, "
+                        "mlm_probability 0.3, validation at 0.15"),
+        (("max_length", "config_overrides"),
+         f"{yamls}: max_seq_len 8192, rotary_emb_base 160000.0 (the global layers'; "
+         "local_attn_rotary_emb_base stays 10000.0), loaded from the run before (load_path, reset_time: true)"),
+        (tuple(schedule), schedule_source),
+        (("warmup_steps", "max_steps", *BATCH),
+         f"{MODERNBERT_PAPER}, section 2.2.3 and table 3: {tokens / 1e9:g}B tokens at a global batch of 576 rows of "
+         f"8,192 tokens: {steps:,} steps, no warm-up (t_warmup 0)"),
+    ), decoupled_weight_decay=MODERNBERT_WEIGHT_DECAY)
 
 
 RECIPES: Dict[str, Recipe] = {
@@ -185,8 +222,21 @@ RECIPES: Dict[str, Recipe] = {
          (BATCH, "Warner et al. 2024 (arXiv:2412.13663), table 3: global batch 4,608 at 1,024 tokens"),
          (("batch_size_warmup_min_size", "batch_size_warmup_tokens"),
           f"{MODERNBERT_YAML}: batch_size_warmup_min_size ${{device_train_microbatch_size}} (96 on each of 8 GPUs, "
-          "768 in all), batch_size_warmup_tokens 50_000_000_000tok")),
-        decoupled_weight_decay=MODERNBERT_WEIGHT_DECAY),
+          "768 in all), batch_size_warmup_tokens 50_000_000_000tok"),
+         (("model_config", "config_overrides"),
+          f"{MODERNBERT_YAML}: ModernBERT-base's shape (22 layers of 768, 12 heads), max_seq_len 1024, "
+          "rotary_emb_base 10000.0 on every layer (the released checkpoints' 160,000 is the context extension's)")),
+        decoupled_weight_decay=MODERNBERT_WEIGHT_DECAY,
+        scratch_settings={"model_config": "modernbert-base", "config_overrides": "global_rope_theta=10000"}),
+    "modernbert-context-extension": modernbert_long_phase(
+        "ModernBERT-base's context extension to 8,192 tokens", 250_000_000_000, {"lr_schedule": "constant"},
+        f"{MODERNBERT_EXTENSION_YAML}: constant_with_warmup, t_warmup 0"),
+    "modernbert-decay": modernbert_long_phase(
+        "ModernBERT-base's decay phase at 8,192 tokens", 50_000_000_000,
+        {"lr_schedule": "wsd", "decay_ratio": 1.0, "decay_shape": "1-sqrt",
+         "min_learning_rate": MODERNBERT_LONG_PEAK * 0.001},
+        f"{MODERNBERT_DECAY_YAML}: one_minus_sqrt over the whole phase (t_decay = t_max), alpha_f 0.001 (it ends at "
+        "0.001 x the peak: 3e-7)"),
 }
 
 
@@ -196,25 +246,47 @@ def recipe_named(name: str) -> Recipe:
     return RECIPES[name]
 
 
+def flag_and_value(key: str, value: Any) -> str:
+    shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
+    return f"--{key.replace('_', '-')} {shown}"
+
+
+def merged_overrides(recipes: str, given: Optional[str]) -> str:
+    """The recipe's --config-overrides with the user's on top, setting by setting ("name=value,...")."""
+    pairs = dict(pair.split("=", 1) for pair in recipes.split(","))
+    pairs.update(pair.split("=", 1) if "=" in pair else (pair, "") for pair in filter(None, (given or "").split(",")))
+    return ",".join(f"{name}={value}" if value else name for name, value in pairs.items())
+
+
 def with_recipe(values: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     """(`values` over their recipe's settings, the log's lines: the recipe's values, those the values override
-    marked); `values` unchanged when they name no recipe."""
+    marked); `values` unchanged when they name no recipe. A recipe's --config-overrides join the user's (theirs win
+    setting by setting); its scratch settings apply only to a model built from scratch."""
     name = values.get("recipe")
     if not name:
         return dict(values), []
     recipe = recipe_named(name)
     lines = [f"Recipe {name}: {recipe.title} (docs: Recipes)"]
-    resolved = {**recipe.settings, **values}
-    for key, value in recipe.settings.items():
-        flag = "--" + key.replace("_", "-")
-        given = values.get(key, value)
-        shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else value
-        overridden = f"  (overridden: {given})" if given != value else ""
-        lines.append(f"  {flag} {shown}{overridden}")
+    continuing = values.get("model_name_or_path")
+    settings = {**recipe.settings, **({} if continuing else recipe.scratch_settings)}
+    resolved = {**settings, **values}
+    if "config_overrides" in settings:
+        resolved["config_overrides"] = merged_overrides(settings["config_overrides"], values.get("config_overrides"))
+    for key, value in settings.items():
+        overridden = f"  (overridden: {resolved[key]})" if resolved[key] != value else ""
+        lines.append(f"  {flag_and_value(key, value)}{overridden}")
+    if continuing and recipe.scratch_settings:
+        kept = ", ".join(flag_and_value(key, value) for key, value in recipe.scratch_settings.items())
+        lines.append(f"  not applied to --model-name-or-path {continuing}, which keeps its own (from scratch only): "
+                     f"{kept}")
     peak = resolved.get("learning_rate")
-    if recipe.decoupled_weight_decay and peak and "weight_decay_rate" not in values and \
-            peak != recipe.settings["learning_rate"]:
-        resolved["weight_decay_rate"] = recipe.decoupled_weight_decay / peak
-        lines.append(f"  --weight-decay-rate {resolved['weight_decay_rate']:g} (fully decoupled: "
-                     f"{recipe.decoupled_weight_decay:g} / the peak --learning-rate {peak:g})")
+    if peak and peak != recipe.settings["learning_rate"]:
+        if recipe.decoupled_weight_decay and "weight_decay_rate" not in values:
+            resolved["weight_decay_rate"] = recipe.decoupled_weight_decay / peak
+            lines.append(f"  --weight-decay-rate {resolved['weight_decay_rate']:g} (fully decoupled: "
+                         f"{recipe.decoupled_weight_decay:g} / the peak --learning-rate {peak:g})")
+        if recipe.settings.get("min_learning_rate") and "min_learning_rate" not in values:
+            resolved["min_learning_rate"] = peak * recipe.settings["min_learning_rate"] / recipe.settings["learning_rate"]
+            lines.append(f"  --min-learning-rate {resolved['min_learning_rate']:g} (the same share of the peak "
+                         f"--learning-rate {peak:g})")
     return resolved, lines
