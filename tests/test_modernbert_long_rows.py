@@ -167,12 +167,18 @@ def test_a_training_step_at_8192_tokens_compiles_under_xla_with_static_shapes():
     assert np.isfinite(loss.numpy()) and all(np.isfinite(gradient.numpy()).all() for gradient in gradients)
 
 
+@pytest.mark.parametrize("extension", [
+    ("--config-overrides", "max_position_embeddings=8192,global_rope_theta=160000"),
+    ("--recipe", "modernbert-context-extension", "--max-length", MAX_LENGTH, "--gradient-accumulation-steps", 1),
+], ids=["overrides", "recipe"])
 def test_context_extension_overrides_win_over_a_checkpoints_config_and_are_saved(in_process, shards,
-                                                                                 wikitext_tokenizer, tmp_path):
+                                                                                 wikitext_tokenizer, tmp_path,
+                                                                                 extension):
     """A ModernBERT folder in transformers 5's spelling (rope_parameters) that reads 32 positions with a global
     rotary base of 10,000: 64-token shards are refused without an override, naming the flag; continued with
-    max_position_embeddings=8192,global_rope_theta=160000, its saved config says both (the base's spelling used to
-    win over the override, silently)."""
+    max_position_embeddings=8192,global_rope_theta=160000 (given, or by `--recipe modernbert-context-extension`, its
+    rows and batch scaled down by flags), its saved config says both (the base's spelling used to win over the
+    override, silently)."""
     from test_model_families import small_modernbert_folder
 
     base = small_modernbert_folder(tmp_path / "base", wikitext_tokenizer[0], max_position_embeddings=32,
@@ -180,9 +186,11 @@ def test_context_extension_overrides_win_over_a_checkpoints_config_and_are_saved
     assert json.loads((base / "config.json").read_text())["rope_parameters"]["full_attention"]["rope_theta"] == 10_000
     flags = ("train", "--model-name-or-path", base, "--train-dataset", shards / "train", "--max-steps", 1,
              "--per-replica-batch-size", 2, "--output-dir", tmp_path / "extended")
-    assert_user_error(in_process(*flags), f"holds {MAX_LENGTH}-token examples", "(32 tokens)")
-    assert not (tmp_path / "extended").exists()
-    result = in_process(*flags, "--config-overrides", "max_position_embeddings=8192,global_rope_theta=160000")
+    if extension[0] == "--config-overrides":
+        assert_user_error(in_process(*flags), f"holds {MAX_LENGTH}-token examples", "(32 tokens)",
+                          f"--config-overrides max_position_embeddings={MAX_LENGTH} (rotary positions")
+        assert not (tmp_path / "extended").exists()
+    result = in_process(*flags, *extension)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Memory plan per replica (2 x {MAX_LENGTH} tokens, float32): about" in result.stderr
     saved = json.loads((tmp_path / "extended" / "config.json").read_text())

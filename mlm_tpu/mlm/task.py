@@ -86,7 +86,7 @@ class MaskedLmTask(Task):
         if config.model_name_or_path:  # its positions, before its weights load: past them TensorFlow fails mid-run
             base = with_overrides(read_model_config(config.model_name_or_path, FLAG), config.config_overrides)
             check_length(base, train.length, f"{FLAG} {config.model_name_or_path}",
-                         f"--train-dataset holds {train.length}-token examples", "shard with")
+                         f"--train-dataset holds {train.length}-token examples", "shard with", extensible=True)
             if self.grows_vocabulary:
                 self.growth = vocabulary_growth(config.model_name_or_path, tokenizer, config.new_embeddings)
         self._set_masking(config, tokenizer)

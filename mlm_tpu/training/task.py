@@ -59,13 +59,18 @@ def refuse_masking(config, what: str) -> None:
             raise UserError(f"--{name.replace('_', '-')} is for masked LMs; {what}")
 
 
-def check_length(model_config, length: int, model: str, what: str, fix: str) -> None:
+def check_length(model_config, length: int, model: str, what: str, fix: str, extensible: bool = False) -> None:
     """Refuse, in one line, inputs longer than the model reads: past its positions TensorFlow fails deep inside it
     ("indices[0,855] = 857 is not in [0, 512)"). `what` says where the length comes from ("--train-dataset holds
-    600-token examples"), `fix` how to ask for fewer ("shard with")."""
+    600-token examples"), `fix` how to ask for fewer ("shard with"); `extensible`: a training run whose model may
+    read longer rows by an override, its positions being rotary (no weight holds them: ModernBERT's)."""
     limit = longest_input(model_config)
     if limit and length > limit:
-        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less")
+        longer = (f", or read them by --config-overrides max_position_embeddings={length} (rotary positions: no "
+                  "weight changes; see --recipe modernbert-context-extension)"
+                  if extensible and getattr(model_config, "model_type", None) == "modernbert" else "")
+        raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less"
+                        f"{longer}")
 
 
 def tokenizer_source(config: TrunkConfig) -> Optional[Tuple[str, str]]:
