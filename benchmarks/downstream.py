@@ -46,6 +46,8 @@ floor.
 
 Usage: python benchmarks/downstream.py [--cpu-minutes 45] [--short-cpu-minutes 10] [--seeds 5] [--no-reference]
        python benchmarks/downstream.py --recipes mlm,modernbert --no-reference   # some of the rows
+       python benchmarks/downstream.py --recipes mlm,electra,deberta-v3 --budgets 10,45 --short-cpu-minutes 0 \
+           --no-reference   # and each recipe's score against its pretraining CPU minutes (sample efficiency)
        python benchmarks/continued_pretraining.py --cpu-minutes 45   # first: the reference-continued row's run
        python benchmarks/downstream.py --calibrate-only   # each recipe's CPU time per step, before the runs
        python benchmarks/downstream.py --classifier-pooling cls   # the second table: the first-token head
@@ -332,6 +334,13 @@ def pretraining_score(validation: Dict[str, float]) -> str:
     return f"masked acc. {100 * validation['masked_accuracy']:.1f}%"
 
 
+def cell(result: dict) -> str:
+    """A task's result: the median (min-max) over seeds, or the one score."""
+    if result["spread"] == 0 and len(result["values"]) == 1:
+        return f"{100 * result['median']:.1f}"
+    return f"{100 * result['median']:.1f} ({100 * result['min']:.1f}-{100 * result['max']:.1f})"
+
+
 def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
                    continued: Optional[Pretrained] = None) -> str:
     """Recipes side by side, under a line saying the classifiers' pooling and which epoch each run is scored at
@@ -345,11 +354,6 @@ def markdown_table(rows: Dict[str, dict], pretrained: Dict[str, Pretrained],
               "each run scored at its last epoch (no epoch chosen on the dev set)")
     lines = [f"Classifier pooling: {first['classifier_pooling']} ({POOLING_WORDS[first['classifier_pooling']]}); "
              f"{scored}.", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-
-    def cell(result: dict) -> str:
-        if result["spread"] == 0 and len(result["values"]) == 1:
-            return f"{100 * result['median']:.1f}"
-        return f"{100 * result['median']:.1f} ({100 * result['min']:.1f}-{100 * result['max']:.1f})"
 
     for name, report in rows.items():
         model = pretrained[name]
@@ -446,6 +450,24 @@ def compare(recipes: Dict[str, Sequence], cpu_seconds: float, seeds: int = DEFAU
     return "\n".join(lines)
 
 
+def budget_table(recipes: Dict[str, Sequence], budgets: Sequence[float], seeds: int = DEFAULT_SEEDS,
+                 root: Path = DEFAULT_ROOT, pooling: str = POOLING, keep_epoch: str = KEEP_EPOCH) -> str:
+    """Each recipe's downstream score against its pretraining CPU time (the claim of ELECTRA's and DeBERTa-v3's
+    papers is sample efficiency): every recipe pretrained for each of `budgets` (CPU seconds; runs named by
+    run_name(), shared with compare()'s), scored alone; a markdown table, a row per recipe and budget."""
+    corpus = prepare_corpus(root)
+    header = ["recipe", "CPU min", "pretraining", *TASKS, "mean"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, flags in recipes.items():
+        for budget in budgets:
+            model = pretrain(run_name(name, budget), flags, budget, root, corpus)
+            report = score(model.folder, seeds=seeds, root=root, pooling=pooling, keep_epoch=keep_epoch, baseline=())
+            lines.append(f"| {name} | {budget / 60:g} | {model.steps:,} steps; {pretraining_score(model.validation)} "
+                         f"| " + " | ".join(cell(report["tasks"][task]["model"]) for task in TASKS) +
+                         f" | {100 * report['mean']['model']:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-minutes", type=float, default=DEFAULT_CPU_MINUTES,
@@ -472,6 +494,11 @@ def main() -> None:
     parser.add_argument("--recipes", type=lambda text: text.split(","), default=None, metavar="NAMES",
                         help="Only these of the table's recipes, comma separated, the first one's baselines the "
                              "table's (default: all of them: " + ",".join([*HEADLINE_RECIPES, *SHORT_RECIPES]) + ").")
+    parser.add_argument("--budgets", type=lambda text: [float(minutes) for minutes in text.split(",")], default=None,
+                        metavar="MINUTES",
+                        help="Also each recipe's score against its pretraining CPU minutes: every recipe at each of "
+                             "these budgets (comma separated, e.g. 10,45), a row per recipe and budget, after the "
+                             "table at --cpu-minutes.")
     parser.add_argument("--calibrate-only", action="store_true",
                         help="Only measure each recipe's CPU time per step, beside the baseline's (calibrate()): "
                              "best on a quiet machine, before the runs.")
@@ -505,6 +532,10 @@ def main() -> None:
         return
     print(compare(recipes, args.cpu_minutes * 60, args.seeds, args.root, args.classifier_pooling,
                   not args.no_reference, args.reference_continued_minutes * 60, budgets, args.keep_epoch))
+    if args.budgets:
+        print("\nDownstream score against pretraining CPU minutes:\n")
+        print(budget_table(recipes, [minutes * 60 for minutes in args.budgets], args.seeds, args.root,
+                           args.classifier_pooling, args.keep_epoch))
     print(f"\n({(time.perf_counter() - started) / 60:.0f} min wall on this machine; protocol {CPU_PROTOCOL}, the "
           f"{args.keep_epoch} epoch scored, classifier pooling {args.classifier_pooling}, each task's first "
           f"{MAX_TRAIN_SAMPLES:,} training rows)")
