@@ -7,9 +7,9 @@ local-only stack's growth, and train.py's peak memory for the same tokens per st
   128), 4 heads, GeGLU 192, a vocabulary of 4,096.
 - One step: forward, the dense masked-LM head and its loss (30% of positions labelled), backward, the gradients of
   every weight; batch 1, one document per row, no XLA (train.py's default on CPUs). Each measurement runs in a
-  process of its own: one step to trace and warm up, then the timed step. Peak memory is the process's peak resident
-  set (ru_maxrss: the libraries, the weights and the step's activations); CPU seconds are the process's, all its
-  threads, over the timed step (steadier than wall time on a loaded machine).
+  process of its own: one step to trace and warm up, then --timed-steps steps (5), their median. Peak memory is the
+  process's peak resident set (ru_maxrss: the libraries, the weights and the step's activations); CPU seconds are
+  the process's, all its threads, over each timed step (steadier than wall time on a loaded machine).
 - The local-only stack: the same shape with all three layers local, at --local-lengths; its step should grow
   linearly (8,192 at most 10x 1,024).
 - train.py: a tokenizer of 4,096 pieces and shards of WikiText-2 validation at 8,192 and 1,024 tokens made by the
@@ -18,12 +18,14 @@ local-only stack's growth, and train.py's peak memory for the same tokens per st
 The PyTorch rows need a Python with torch and transformers 5: --pytorch-python, by default
 $MLM_TPU_PYTORCH_PYTHON.
 Usage: python benchmarks/modernbert_long_rows.py [--lengths 1024 2048 4096 8192] [--local-lengths 1024 8192]
+       [--timed-steps 5] [--parts steps local train]
 """
 
 import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
+PARTS = ("steps", "local", "train")
 REPLY = "@@reply "  # a worker's answer on stdout; anything else is the libraries' chatter
 SHAPE = {"model_type": "modernbert", "vocab_size": 4096, "hidden_size": 128, "num_hidden_layers": 3,
          "num_attention_heads": 4, "intermediate_size": 192, "local_attention": 128, "max_position_embeddings": 8192,
@@ -54,7 +57,7 @@ def batch_of(length: int):
     return input_ids, labels
 
 
-def tensorflow_step(length: int, layers: str) -> dict:
+def tensorflow_step(length: int, layers: str, timed_steps: int) -> dict:
     import tensorflow as tf
 
     from mlm_tpu.modernbert.config import from_dict
@@ -75,12 +78,10 @@ def tensorflow_step(length: int, layers: str) -> dict:
         return loss, tape.gradient(loss, model.trainable_variables)
 
     step(batch)[0].numpy()
-    started = time.process_time()
-    step(batch)[0].numpy()
-    return {"cpu_s": time.process_time() - started, "peak_gb": peak_gb()}
+    return {"cpu_s": median_cpu_seconds(lambda: step(batch)[0].numpy(), timed_steps), "peak_gb": peak_gb()}
 
 
-def pytorch_step(length: int) -> dict:
+def pytorch_step(length: int, timed_steps: int) -> dict:
     import torch
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
@@ -94,9 +95,18 @@ def pytorch_step(length: int) -> dict:
         model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), labels=labels).loss.backward()
 
     step()
-    started = time.process_time()
-    step()
-    return {"cpu_s": time.process_time() - started, "peak_gb": peak_gb()}
+    return {"cpu_s": median_cpu_seconds(step, timed_steps), "peak_gb": peak_gb()}
+
+
+def median_cpu_seconds(step, times: int) -> float:
+    """The median process CPU time of `times` calls of `step` (one step is a fifth of a second at 1,024 tokens: a
+    single one moves by a fifth between runs on a loaded machine)."""
+    seconds = []
+    for _ in range(times):
+        started = time.process_time()
+        step()
+        seconds.append(time.process_time() - started)
+    return statistics.median(seconds)
 
 
 def train_run(arguments) -> dict:
@@ -156,6 +166,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     parser.add_argument("--local-lengths", type=int, nargs="+", default=[1024, 8192])
+    parser.add_argument("--timed-steps", type=int, default=5, help="Steps timed after the warm-up one; their median.")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="Which tables: the step against PyTorch's (and the memory plan), the local-only stack, "
+                             "train.py's packed rows (default: all).")
     parser.add_argument("--pytorch-python", default=os.environ.get("MLM_TPU_PYTORCH_PYTHON"))
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # a child process's measurement
     args, train_flags = parser.parse_known_args()  # a train.py worker's flags follow its --worker train
@@ -164,22 +178,32 @@ def main() -> None:
     if args.worker:
         kind, *rest = args.worker + train_flags
         if kind == "tf":
-            answer = tensorflow_step(int(rest[0]), rest[1])
+            answer = tensorflow_step(int(rest[0]), rest[1], int(rest[2]))
         elif kind == "torch":
-            answer = pytorch_step(int(rest[0]))
+            answer = pytorch_step(int(rest[0]), int(rest[1]))
         else:
             answer = train_run(rest)
         print(REPLY + json.dumps(answer), flush=True)
         return
 
+    if "steps" in args.parts:
+        steps_table(args)
+    if "local" in args.parts:
+        local_table(args)
+    if "train" in args.parts:
+        train_table()
+
+
+def steps_table(args) -> None:
+    """One step at each length, mlm_tpu's beside transformers 5's, then the memory plan against the peaks."""
     print("| tokens per row | mlm_tpu: peak GB, CPU s | transformers 5 sdpa: peak GB, CPU s | memory ratio | CPU ratio |")
     print("| --- | --- | --- | --- | --- |")
     measured = {}
     for length in args.lengths:
-        ours = measured[length] = worker(sys.executable, "tf", length, "mixed")
+        ours = measured[length] = worker(sys.executable, "tf", length, "mixed", args.timed_steps)
         line = f"| {length:,} | {ours['peak_gb']:.2f} GB, {ours['cpu_s']:.2f} s |"
         if args.pytorch_python:
-            theirs = worker(args.pytorch_python, "torch", length)
+            theirs = worker(args.pytorch_python, "torch", length, args.timed_steps)
             line += (f" {theirs['peak_gb']:.2f} GB, {theirs['cpu_s']:.2f} s | {ours['peak_gb'] / theirs['peak_gb']:.2f}x"
                      f" | {ours['cpu_s'] / theirs['cpu_s']:.2f}x |")
         else:
@@ -187,15 +211,22 @@ def main() -> None:
         print(line, flush=True)
 
     print_plan_check(measured)
+
+
+def local_table(args) -> None:
+    """A stack of local layers only: its step should grow with the row, not its square."""
     print("\n| local-only stack, tokens per row | peak GB | CPU s | CPU s against the shortest |")
     print("| --- | --- | --- | --- |")
     first = None
     for length in args.local_lengths:
-        local = worker(sys.executable, "tf", length, "local")
+        local = worker(sys.executable, "tf", length, "local", args.timed_steps)
         first = first or local["cpu_s"]
         print(f"| {length:,} | {local['peak_gb']:.2f} | {local['cpu_s']:.2f} | {local['cpu_s'] / first:.1f}x |",
               flush=True)
 
+
+def train_table() -> None:
+    """train.py's peak memory for the same tokens per step, packed 8,192 x 1 against 1,024 x 8."""
     if not WIKITEXT.is_file():
         sys.exit(f"train.py's runs need {WIKITEXT}")
     print("\n| train.py, 8,192 tokens per step | peak GB |")
