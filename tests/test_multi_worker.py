@@ -158,6 +158,24 @@ def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
     assert "step-2.json" in scratch and not {"tf_model.h5", "model.safetensors", "config.json"} & scratch, scratch
 
 
+def test_two_workers_train_deberta_v3_one_process_trains(shards, wikitext_tokenizer, tmp_path):
+    """DeBERTa-v3 by replaced-token detection with GDES: the generator's samples, E_G (moved by the generator's
+    gradient alone) and E_delta come out of two workers as out of one process: the discriminator (E_G + E_delta
+    merged) and the generator both."""
+    def flags(output_dir, per_replica=8):  # mlm_flags' run, its model the DeBERTa-v3 preset (the later flag wins)
+        return [*mlm_flags(shards, wikitext_tokenizer[0], output_dir, per_replica), "--task", "electra",
+                "--model-config", "deberta-v3-tiny"]
+
+    result = launch(flags(tmp_path / "workers"), tmp_path / "tmp")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "over 2 workers with 2 replica(s)" in result.stderr and "embeddings gradient-disentangled" in result.stderr
+    alone = run_train(*flags(tmp_path / "alone", 16))
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    for model in ("", "generator"):
+        assert largest_difference(tmp_path / "workers" / model, tmp_path / "alone" / model) <= 1e-6, model
+    assert_only_the_chief_wrote(tmp_path / "workers", tmp_path / "tmp")
+
+
 def test_two_workers_train_the_t5_classifier_one_process_trains(quality_shards, t5_data, tmp_path):
     result = launch(t5_flags(quality_shards, t5_data.tokenizer, tmp_path / "workers"), tmp_path / "tmp")
     assert result.returncode == 0, result.stderr[-3000:]
