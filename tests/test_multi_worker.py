@@ -159,9 +159,10 @@ def test_two_workers_train_the_masked_lm_one_process_trains(mlm_runs):
 
 
 def test_two_workers_train_deberta_v3_one_process_trains(shards, wikitext_tokenizer, tmp_path):
-    """DeBERTa-v3 by replaced-token detection with GDES: the generator's samples, E_G (moved by the generator's
-    gradient alone) and E_delta come out of two workers as out of one process: the discriminator (E_G + E_delta
-    merged) and the generator both."""
+    """DeBERTa-v3 by replaced-token detection with GDES, dropout on: the generator's samples, E_G (moved by the
+    generator's gradient alone) and E_delta come out of two workers as out of one process: the discriminator (E_G +
+    E_delta merged) and the generator both. (The relative-position table's dropout was keyed by a replica's first
+    input pipeline, so two workers dropped other units of it than one process: 1.5e-4 apart after 12 steps.)"""
     def flags(output_dir, per_replica=8):  # mlm_flags' run, its model the DeBERTa-v3 preset (the later flag wins)
         return [*mlm_flags(shards, wikitext_tokenizer[0], output_dir, per_replica), "--task", "electra",
                 "--model-config", "deberta-v3-tiny"]

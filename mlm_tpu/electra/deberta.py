@@ -164,14 +164,14 @@ class DebertaDiscriminator(keras.Model):
 
 class TableDropout(keras.layers.Dropout):
     """Dropout of DeBERTa's relative-position table (`pos_dropout`), which has no rows of the batch: keyed by the
-    step's first key of this layer (training/dropout.py's, where the trainer keys dropout), the whole table at once,
-    so a resumed run drops what the uninterrupted one dropped."""
+    step and the layer alone (training/dropout.py's seed_for_table, where the trainer keys dropout), the whole table
+    at once, so a resumed run drops what the uninterrupted one dropped, and every replica what one replica drops."""
 
     def call(self, inputs, training=None):
         keys = getattr(self._random_generator, "keys", None)
         if not training or keys is None or not self.rate:
             return super().call(inputs, training=training)
-        seed = keys.seeds_for(self._random_generator.layer)[0]
+        seed = keys.seed_for_table(self._random_generator.layer)
         return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
 
 

@@ -50,6 +50,7 @@ class StepKeys:
                 key = tf.random.experimental.stateless_fold_in(key, micro_batch // layout.accumulation)
                 micro_batch %= layout.accumulation
             block = block * layout.accumulation + micro_batch
+        self._local.step_key = key
         blocks, rows = layout.micro_batches, layout.rows_per_micro_batch
         if blocks <= layout.input_pipelines:  # whole pipelines: this block's rows are theirs, in order
             per_block = layout.input_pipelines // blocks
@@ -77,6 +78,16 @@ class StepKeys:
         self._local.calls[layer] = call + 1
         return [tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
                 for key in keys]
+
+    def seed_for_table(self, layer: int) -> tf.Tensor:
+        """The seed of dropout on a tensor no row of the batch owns (DeBERTa's relative-position table): the step's
+        and the layer's alone, so that every replica and micro-batch drops the same units, whatever the topology."""
+        key = getattr(self._local, "step_key", None)
+        if key is None:
+            raise RuntimeError("dropout ran outside a training step: call StepKeys.start_step first")
+        call = self._local.calls.get(layer, 0)
+        self._local.calls[layer] = call + 1
+        return tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
 
     def dropout(self, inputs: tf.Tensor, rate, layer: int) -> tf.Tensor:
         """`inputs` (this replica's rows first) with dropout drawn from the keys of the pipelines the rows are of."""
