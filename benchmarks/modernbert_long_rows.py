@@ -18,7 +18,7 @@ local-only stack's growth, and train.py's peak memory for the same tokens per st
 The PyTorch rows need a Python with torch and transformers 5: --pytorch-python, by default
 $MLM_TPU_PYTORCH_PYTHON.
 Usage: python benchmarks/modernbert_long_rows.py [--lengths 1024 2048 4096 8192] [--local-lengths 1024 8192]
-       [--timed-steps 5] [--parts steps local train]
+       python benchmarks/modernbert_long_rows.py --parts local --timed-steps 5   # one table: the local-only stack
 """
 
 import argparse
