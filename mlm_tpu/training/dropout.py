@@ -71,23 +71,27 @@ class StepKeys:
         self._local.calls = {}
 
     def seeds_for(self, layer: int) -> List[tf.Tensor]:
-        keys = getattr(self._local, "keys", None)
-        if keys is None:
-            raise RuntimeError("dropout ran outside a training step: call StepKeys.start_step first")
-        call = self._local.calls.get(layer, 0)
-        self._local.calls[layer] = call + 1
-        return [tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
-                for key in keys]
+        """The seeds of this call of `layer`, one per key of the rows' pipelines."""
+        return self._seeds(self._step_value("keys"), layer)
 
     def seed_for_table(self, layer: int) -> tf.Tensor:
         """The seed of dropout on a tensor no row of the batch owns (DeBERTa's relative-position table): the step's
         and the layer's alone, so that every replica and micro-batch drops the same units, whatever the topology."""
-        key = getattr(self._local, "step_key", None)
-        if key is None:
+        return self._seeds([self._step_value("step_key")], layer)[0]
+
+    def _step_value(self, name: str):
+        value = getattr(self._local, name, None)
+        if value is None:
             raise RuntimeError("dropout ran outside a training step: call StepKeys.start_step first")
+        return value
+
+    def _seeds(self, keys: List[tf.Tensor], layer: int) -> List[tf.Tensor]:
+        """Each key folded with `layer` and with how many times the layer has run in this step (a layer called
+        twice draws twice)."""
         call = self._local.calls.get(layer, 0)
         self._local.calls[layer] = call + 1
-        return tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
+        return [tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(key, layer), call)
+                for key in keys]
 
     def dropout(self, inputs: tf.Tensor, rate, layer: int) -> tf.Tensor:
         """`inputs` (this replica's rows first) with dropout drawn from the keys of the pipelines the rows are of."""

@@ -101,9 +101,9 @@ def modernbert_long_phase(title: str, tokens: int, schedule: Dict[str, Any], sch
         **optimizer, "max_length": MODERNBERT_LONG_ROW_TOKENS, "config_overrides": MODERNBERT_LONG_CONFIG,
         **schedule, "warmup_steps": 0, "max_steps": steps, **batch_of(MODERNBERT_LONG_BATCH)}, (
         ((*optimizer,), f"{yamls} (as ClimateModernBERT/ClimateModernBERT's continue_pretrain/ copies them, whose "
-                        "durations are their own): decoupled_stableadamw lr 3e-4, betas (0.9, 0.98), eps 1e-6, weight_decay 1e-5 "
-                        "fully decoupled (1e-5 / --learning-rate here: 0.0333 at 3e-4), no gradient clipping, "
-                        "mlm_probability 0.3, validation at 0.15"),
+                        "durations are their own): decoupled_stableadamw lr 3e-4, betas (0.9, 0.98), eps 1e-6, "
+                        "weight_decay 1e-5 fully decoupled (1e-5 / --learning-rate here: 0.0333 at 3e-4), no gradient "
+                        "clipping, mlm_probability 0.3, validation at 0.15"),
         (("max_length", "config_overrides"),
          f"{yamls}: max_seq_len 8192, rotary_emb_base 160000.0 (the global layers'; "
          "local_attn_rotary_emb_base stays 10000.0), loaded from the run before (load_path, reset_time: true)"),
@@ -286,7 +286,8 @@ def with_recipe(values: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
             lines.append(f"  --weight-decay-rate {resolved['weight_decay_rate']:g} (fully decoupled: "
                          f"{recipe.decoupled_weight_decay:g} / the peak --learning-rate {peak:g})")
         if recipe.settings.get("min_learning_rate") and "min_learning_rate" not in values:
-            resolved["min_learning_rate"] = peak * recipe.settings["min_learning_rate"] / recipe.settings["learning_rate"]
+            share = recipe.settings["min_learning_rate"] / recipe.settings["learning_rate"]
+            resolved["min_learning_rate"] = peak * share
             lines.append(f"  --min-learning-rate {resolved['min_learning_rate']:g} (the same share of the peak "
                          f"--learning-rate {peak:g})")
     return resolved, lines
