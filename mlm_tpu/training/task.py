@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
 from mlm_tpu.errors import UserError
+from mlm_tpu.model_folder import families
 from mlm_tpu.model_folder.card import CardFacts, CardWords
 from mlm_tpu.model_folder.configs import longest_input
+from mlm_tpu.modernbert.config import MODEL_TYPE as MODERNBERT
 from mlm_tpu.shards.format import IGNORE_INDEX
 from mlm_tpu.training.config import TrunkConfig
 from mlm_tpu.training.settings import MaskingSettings
@@ -68,7 +70,7 @@ def check_length(model_config, length: int, model: str, what: str, fix: str, ext
     if limit and length > limit:
         longer = (f", or read them by --config-overrides max_position_embeddings={length} (rotary positions: no "
                   "weight changes; see --recipe modernbert-context-extension)"
-                  if extensible and getattr(model_config, "model_type", None) == "modernbert" else "")
+                  if extensible and families.model_type(model_config) == MODERNBERT else "")
         raise UserError(f"{what}, longer than {model} reads ({limit} tokens); {fix} --max-length {limit} or less"
                         f"{longer}")
 
